@@ -18,6 +18,8 @@ from vlcheck.spec import (
     LIMIT_IMAGE_COUNT,
     LIMIT_ONE_PER_MODALITY,
     MODALITIES,
+    PARTS,
+    PARTS_TEXT_FIRST,
     PROMPT_SLOTS,
     Drift,
     FamilySpec,
@@ -139,7 +141,7 @@ def _read_prompt(r: _Reader) -> Prompt:
         raise SpecError(r.path, r.field("deviation"), "only a hand `template` can deviate from the chat template")
     for key in ("template", "content"):
         text = getattr(prompt, key)
-        if text is not None and text != "parts":
+        if text is not None and text not in (PARTS, PARTS_TEXT_FIRST):
             template_slots(text, r.path, r.field(key))
     return prompt
 
@@ -152,6 +154,7 @@ def _read_modality(r: _Reader) -> MediaPlaceholder:
         content_part=part,
         engine_args=r.get("engine_args", dict, {}),
         implicit=r.get("implicit", bool, False),
+        video_metadata=r.get("video_metadata", bool, False),
     )
     r.done()
     if part is not None and part.get("type") not in MODALITIES:
@@ -161,15 +164,16 @@ def _read_modality(r: _Reader) -> MediaPlaceholder:
 
 def _check_placeholder_use(prompt: Prompt, modalities: dict[str, MediaPlaceholder], r: _Reader) -> None:
     text = prompt.template if prompt.template is not None else prompt.content
-    uses_slot = text != "parts" and "placeholder" in template_slots(text, r.path, "")
+    parts = text in (PARTS, PARTS_TEXT_FIRST)
+    uses_slot = not parts and "placeholder" in template_slots(text, r.path, "")
     where = r.field("prompt.template" if prompt.template is not None else "prompt.content")
     for name, m in modalities.items():
-        if not m.text and not m.implicit and text != "parts":
+        if not m.text and not m.implicit and not parts:
             raise SpecError(r.path, r.field(f"modalities.{name}.placeholder"),
                             "missing placeholder (set `implicit = true` if the processor inserts it)")
         if m.implicit and uses_slot:
             raise SpecError(r.path, where, f"uses {{placeholder}} but modality {name!r} is `implicit`")
-        if not m.implicit and text != "parts" and not uses_slot:
+        if not m.implicit and not parts and not uses_slot:
             raise SpecError(r.path, where, f"missing placeholder: no {{placeholder}} slot for modality {name!r}")
 
 
@@ -254,7 +258,8 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
     return variant
 
 
-_DRIFT_KINDS = ("whitespace", "placeholder-lost", "engine-arg-renamed", "model-renamed", "prompt-changed")
+_DRIFT_KINDS = ("whitespace", "placeholder-lost", "engine-arg-renamed", "engine-arg-changed", "model-renamed",
+                "prompt-changed")
 
 
 def load_spec(path: str | Path) -> FamilySpec:

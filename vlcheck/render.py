@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from vlcheck.spec import FamilySpec, Variant
+from vlcheck.spec import PARTS, PARTS_TEXT_FIRST, FamilySpec, Variant
 
 # The questions of the examples' `get_multi_modal_input` and multi-image `QUESTION`.
 IMAGE_QUESTIONS = (
@@ -56,8 +56,11 @@ def fill(text: str, *, question: str, placeholder: str) -> str:
 def user_content(variant: Variant, modality: str, question: str, count: int) -> str | list[dict[str, Any]]:
     """The user message content the example builds: typed parts, or a string."""
     media = variant.modalities[modality]
-    if variant.prompt.content == "parts":
-        return [*media.parts(modality, count), {"type": "text", "text": question}]
+    text = {"type": "text", "text": question}
+    if variant.prompt.content == PARTS:
+        return [*media.parts(modality, count), text]
+    if variant.prompt.content == PARTS_TEXT_FIRST:
+        return [text, *media.parts(modality, count)]
     return fill(variant.prompt.content, question=question, placeholder=media.render(count))
 
 

@@ -63,6 +63,10 @@ def compare(spec: FamilySpec, variant: Variant) -> list[str]:
     accepted = seed_modalities(variant)
     if accepted != set(variant.modalities):
         problems.append(f"{where}: modalities: spec {sorted(variant.modalities)}, example accepts {sorted(accepted)}")
+    needs_metadata = set(seeds.load_seed(variant.source.seed).get("MODELS_NEED_VIDEO_METADATA", []))
+    if "video" in variant.modalities and variant.modalities["video"].video_metadata != (spec.name in needs_metadata):
+        problems.append(f"{where}: video_metadata: spec {variant.modalities['video'].video_metadata}, "
+                        f"example {spec.name in needs_metadata}")
     if variant.kind == "multi_image":
         urls = seeds.load_seed(variant.source.seed).get("IMAGE_URLS", [])
         if variant.max_images != len(urls):
@@ -188,7 +192,7 @@ def compare_drift(spec: FamilySpec, variant: Variant, drift: Drift) -> list[str]
             want = fill(old, question=question, placeholder=placeholder)
             if got != want:
                 problems.append(f"{where}: {key}: drift {want!r} != seed {got!r}")
-        elif old.replace("{placeholder}", placeholder) not in string_literals(drift.seed, drift.function):
+        elif not {old, old.replace("{placeholder}", placeholder)} & set(string_literals(drift.seed, drift.function)):
             problems.append(f"{where}: {key} {old!r} is not a string of the seed function")
         current = getattr(variant.prompt, key)
         if current == old:

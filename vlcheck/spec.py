@@ -20,6 +20,10 @@ MODALITIES: tuple[str, ...] = ("image", "video")
 # modality's placeholder text repeated for each item (see `MediaPlaceholder`).
 PROMPT_SLOTS = ("question", "placeholder")
 
+# `Prompt.content` values for typed content parts (any other value is string content).
+PARTS = "parts"
+PARTS_TEXT_FIRST = "parts, text first"
+
 # `limit_mm_per_prompt` values the examples compute instead of writing literally.
 LIMIT_ONE_PER_MODALITY = "one per modality"  # `limit_mm_per_prompt={modality: 1}`
 LIMIT_IMAGE_COUNT = "image count"  # `limit_mm_per_prompt={"image": len(image_urls)}`
@@ -55,6 +59,10 @@ class MediaPlaceholder:
     engine_args: dict[str, Any] = field(default_factory=dict)
     """Engine args that only apply with this modality (HyperCLOVAX raises `max_model_len` for
     video). Merged over the variant's `engine_args`."""
+
+    video_metadata: bool = False
+    """Video only: the example sends `(frames, metadata)` pairs instead of bare frames (its
+    `MODELS_NEED_VIDEO_METADATA`: the model's processor needs fps and frame indices)."""
 
     implicit: bool = False
     """The prompt carries no placeholder: the model's processor inserts the media tokens itself
@@ -95,7 +103,8 @@ class Prompt:
 
     content: str = "parts"
     """The user message the example builds. `"parts"`: typed content parts, one media part per
-    item (`MediaPlaceholder.content_part`) then `{"type": "text", "text": question}`. Any other
+    item (`MediaPlaceholder.content_part`) then `{"type": "text", "text": question}`;
+    `"parts, text first"`: the text part before the media parts. Any other
     value is string content with slots, e.g. `"{placeholder}\\n{question}"`. For hand templates it
     names the request that the model's own chat template is compared against."""
 
@@ -136,7 +145,8 @@ class Drift:
 
     seed: str
     function: str
-    kind: Literal["whitespace", "placeholder-lost", "engine-arg-renamed", "model-renamed", "prompt-changed"]
+    kind: Literal["whitespace", "placeholder-lost", "engine-arg-renamed", "engine-arg-changed", "model-renamed",
+                  "prompt-changed"]
     note: str
     """What changed, in words."""
 

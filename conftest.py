@@ -1,0 +1,41 @@
+"""pytest configuration shared by every tier: options, the family list, snapshot fixtures.
+
+The tiers are selected by marker: `pytest -m "not gpu"` (CPU, what CI runs) and `pytest -m gpu`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from vlcheck.registry import all_families
+from vlcheck.snapshots import FamilySnapshot
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("vlcheck")
+    group.addoption("--vlcheck-family", action="append", default=[], metavar="NAME",
+                    help="only check these families (repeatable); default: all specs")
+
+
+def selected_families(config: pytest.Config) -> list[str]:
+    names = list(all_families())
+    wanted = config.getoption("--vlcheck-family")
+    if wanted:
+        unknown = sorted(set(wanted) - set(names))
+        if unknown:
+            raise pytest.UsageError(f"--vlcheck-family: unknown family {', '.join(unknown)}")
+        names = [n for n in names if n in wanted]
+    return names
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that takes `family` runs once per selected family spec, with the name as its id."""
+    if "family" in metafunc.fixturenames:
+        names = selected_families(metafunc.config)
+        metafunc.parametrize("family", [all_families()[n] for n in names], ids=names)
+
+
+@pytest.fixture
+def family_snapshot(snapshot):
+    """A syrupy snapshot stored as `snapshots/<test file>/<family>.txt`."""
+    return snapshot.use_extension(FamilySnapshot)

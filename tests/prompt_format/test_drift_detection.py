@@ -1,0 +1,24 @@
+"""The drifts seen between vLLM releases are caught: an older seed's prompt against the spec's."""
+
+from vlcheck.registry import get_family
+from vlcheck.render import fill, render_prompt
+from vlcheck.textdiff import describe_difference, first_difference
+
+
+def test_line_continuation_whitespace_is_caught():
+    spec = get_family("glm4v")
+    (drift,) = [d for d in spec.single.drifts if d.kind == "whitespace"]
+    placeholder = spec.single.modalities["image"].render(1)
+    current = render_prompt(spec, spec.single, "image", "Q")
+    old = fill(drift.template, question="Q", placeholder=placeholder)
+    at = first_difference(current, old)
+    assert at == current.index("Q")  # the 8 stray spaces start where the question should
+    report = describe_difference(current, old, "spec", "seed 002")
+    assert "first difference at character" in report and '" "' in report
+
+
+def test_lost_placeholder_is_caught():
+    spec = get_family("h2ovl_chat")
+    (drift,) = spec.single.drifts
+    assert drift.kind == "placeholder-lost" and "{placeholder}" not in drift.content
+    assert "{placeholder}" in spec.single.prompt.content
