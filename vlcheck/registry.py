@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from vlcheck.spec import (
+    CHECKS,
     LIMIT_IMAGE_COUNT,
     LIMIT_ONE_PER_MODALITY,
     MODALITIES,
@@ -130,15 +131,12 @@ def _read_prompt(r: _Reader) -> Prompt:
         content=r.get("content", str, "parts"),
         system=r.get("system", str),
         explicit_chat_template=r.get("explicit_chat_template", str),
-        deviation=r.get("deviation", str),
     )
     r.done()
     if (prompt.template is None) == (prompt.chat_template is None):
         raise SpecError(r.path, r.where, "set exactly one of `template` (hand-written) and `chat_template`")
     if prompt.chat_template not in (None, "tokenizer", "processor"):
         raise SpecError(r.path, r.field("chat_template"), "expected \"tokenizer\" or \"processor\"")
-    if prompt.deviation is not None and prompt.template is None:
-        raise SpecError(r.path, r.field("deviation"), "only a hand `template` can deviate from the chat template")
     for key in ("template", "content"):
         text = getattr(prompt, key)
         if text is not None and text not in (PARTS, PARTS_TEXT_FIRST):
@@ -223,6 +221,13 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
             raise SpecError(r.path, d.field("kind"), f"expected one of {', '.join(_DRIFT_KINDS)}")
         drifts.append(drift)
 
+    deviations = r.get("deviations", dict, {})
+    for check, reason in deviations.items():
+        if check not in CHECKS:
+            raise SpecError(r.path, r.field(f"deviations.{check}"), f"unknown check; checks are {', '.join(CHECKS)}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise SpecError(r.path, r.field(f"deviations.{check}"), "give the reason as a non-empty string")
+
     stop_ids = r.get("stop_token_ids", list)
     stop_tokens = r.get("stop_tokens", list)
     for key, values, typ in (("stop_token_ids", stop_ids, int), ("stop_tokens", stop_tokens, str)):
@@ -253,6 +258,7 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
         max_images=max_images,
         notes=tuple(r.get("notes", list, [])),
         drifts=tuple(drifts),
+        deviations=deviations,
     )
     r.done()
     return variant

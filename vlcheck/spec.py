@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 Modality = Literal["image", "video"]
 MODALITIES: tuple[str, ...] = ("image", "video")
+CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor")
+"""The per-family checks a spec may declare a deviation for."""
 
 # Slots a prompt template or message content may use. `{placeholder}` is replaced by the
 # modality's placeholder text repeated for each item (see `MediaPlaceholder`).
@@ -115,11 +117,6 @@ class Prompt:
     """A chat template the example passes itself (`apply_chat_template(chat_template=...)`),
     used instead of the model's (Qwen-VL-Chat has none of its own)."""
 
-    deviation: str | None = None
-    """Why the hand template knowingly differs from the model's chat template, if it does.
-    Without it, any difference is a conformance failure; with it, the difference is reported as
-    a declared deviation (and listed in the report so nobody forgets it)."""
-
     @property
     def kind(self) -> str:
         return "hand" if self.template is not None else "chat_template"
@@ -215,6 +212,12 @@ class Variant:
     """Hardware and usage notes the example states ("Need L40 (or equivalent) to avoid OOM")."""
 
     drifts: tuple[Drift, ...] = ()
+
+    deviations: dict[str, str] = field(default_factory=dict)
+    """Known, accepted failures of a check, by check name (`template`, `stops`, ...), each with
+    the reason. A failing check with a declared deviation reports "declared deviation" instead of
+    failing, and the report lists it so nobody forgets it. Example: llava-1.5's hand prompt puts a
+    newline before `ASSISTANT:` where its chat template puts a space."""
 
     @property
     def tensor_parallel_size(self) -> int:

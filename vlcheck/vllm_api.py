@@ -1,0 +1,43 @@
+"""Every use of vLLM's internal APIs, in one place.
+
+These APIs move between releases. Each function here states what it needs; `SUPPORTED` names the
+versions this module was written against, and `check_version()` tells a user running another one
+that a failure may be this module's, not their model's.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+SUPPORTED = ("0.24",)
+
+
+@lru_cache(maxsize=None)
+def version() -> str:
+    from importlib.metadata import version as dist_version
+
+    return dist_version("vllm")
+
+
+def check_version() -> str | None:
+    """A warning when the installed vLLM is not one this module was written against."""
+    v = version()
+    if not any(v == s or v.startswith(s + ".") for s in SUPPORTED):
+        return f"vlcheck's vLLM adapter was written for vllm {', '.join(SUPPORTED)}; this is {v}"
+    return None
+
+
+def chat_template_fallback(model_type: str, model: str) -> Path | None:
+    """The chat template vLLM falls back to for a model type without one of its own."""
+    from vllm.transformers_utils.chat_templates.registry import get_chat_template_fallback_path
+
+    return get_chat_template_fallback_path(model_type, model)
+
+
+def chat_template_content_format(chat_template: str) -> str:
+    """`"string"` or `"openai"`: whether vLLM sends this template string content or typed parts
+    (vLLM inspects the template's Jinja AST for loops over `message['content']`)."""
+    from vllm.renderers.hf import _detect_content_format
+
+    return _detect_content_format(chat_template, default="string")
