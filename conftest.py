@@ -29,10 +29,16 @@ def selected_families(config: pytest.Config) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A test that takes `family` runs once per selected family spec, with the name as its id."""
-    if "family" in metafunc.fixturenames:
-        names = selected_families(metafunc.config)
-        metafunc.parametrize("family", [all_families()[n] for n in names], ids=names)
+    """A test that takes `family` runs once per selected family spec (id: the name); one that
+    also takes `variant` runs once per example of it (id: `name-single`, `name-multi_image`)."""
+    if "family" not in metafunc.fixturenames:
+        return
+    families = [all_families()[n] for n in selected_families(metafunc.config)]
+    if "variant" in metafunc.fixturenames:
+        pairs = [(f, v) for f in families for v in f.variants]
+        metafunc.parametrize(("family", "variant"), pairs, ids=[f"{f.name}-{v.kind}" for f, v in pairs])
+    else:
+        metafunc.parametrize("family", families, ids=[f.name for f in families])
 
 
 @pytest.fixture

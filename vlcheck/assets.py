@@ -58,7 +58,7 @@ class Asset:
         at = f"{self.repo}/{self.filename}" + (f"@{self.revision}" if self.revision else "")
         return {
             Status.FOUND: f"{at} found",
-            Status.MISSING_OFFLINE: f"{at} is not in the HF cache ({hub_cache()}) and HF_HUB_OFFLINE is set",
+            Status.MISSING_OFFLINE: f"{at} is not in the HF cache and HF_HUB_OFFLINE is set",
             Status.GATED: f"{at} is gated: set HF_TOKEN to a token with access",
             Status.NOT_FOUND: f"{at} does not exist upstream ({self.detail})",
             Status.UNREACHABLE: f"{at}: the Hub could not be reached ({self.detail})",

@@ -10,6 +10,7 @@ eos (generation_config.json) is covered, and every placeholder token is a single
 
 from __future__ import annotations
 
+import json
 import re
 
 from vlcheck.assets import ModelAssets, Status as AssetStatus
@@ -126,3 +127,23 @@ def stop_conformance(spec: FamilySpec, variant: Variant) -> CheckResult:
         return CheckResult(spec.name, check, Status.FAIL, f"[{variant.kind}] " + problems[0], problems, data)
     return CheckResult(spec.name, check, Status.PASS, f"[{variant.kind}] stops resolve: {data[f'{variant.kind}.stop_ids']}",
                        data=data)
+
+
+def hub_document(spec: FamilySpec, variant: Variant, template: CheckResult, stops: CheckResult) -> str:
+    """The snapshot of one example against its model's files: which template won (and its
+    sha256, so an upstream change shows), the prompts it renders, and the resolved stops."""
+    from vlcheck.snapshots import quote
+
+    kind = variant.kind
+    lines = [f"# hub conformance: {spec.name} [{kind}] {variant.model}", ""]
+    lines.append(f"template: {template.status.value}" + (f" ({template.reason})" if template.status is not Status.PASS else ""))
+    if f"{kind}.template_source" in template.data:
+        lines.append(f"template source: {template.data[f'{kind}.template_source']}")
+        lines.append(f"template sha256: {template.data[f'{kind}.template_sha256']}")
+        for modality, count, question, prompt in template.data[f"{kind}.rendered"]:
+            lines.append(f"rendered [{modality} x{count}] {quote(question)}: {quote(prompt)}")
+    lines += ["", f"stops: {stops.status.value}" + (f" ({stops.reason})" if stops.status is not Status.PASS else "")]
+    for key in ("stop_ids", "stop_id_tokens", "model_eos", "stop_problems"):
+        if f"{kind}.{key}" in stops.data:
+            lines.append(f"{key.replace('_', ' ')}: {json.dumps(stops.data[f'{kind}.{key}'], ensure_ascii=False)}")
+    return "\n".join(lines) + "\n"

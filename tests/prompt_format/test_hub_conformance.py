@@ -1,0 +1,30 @@
+"""Each example against its model's own files from the HF cache: chat template and stop tokens.
+
+Skips name the missing file; nothing goes online when HF_HUB_OFFLINE=1 (CI).
+"""
+
+import pytest
+
+from vlcheck.conformance import hub_document, stop_conformance, template_conformance
+from vlcheck.results import Status
+
+
+def _assert_ok(result):
+    if result.status is Status.SKIP:
+        pytest.skip(result.reason)
+    assert result.status is not Status.FAIL, "\n".join([f"{result.family}: {result.reason}", *result.details])
+
+
+def test_hand_prompt_matches_chat_template(family, variant):
+    _assert_ok(template_conformance(family, variant))
+
+
+def test_stop_tokens_resolve(family, variant):
+    _assert_ok(stop_conformance(family, variant))
+
+
+def test_hub_conformance_snapshot(family, variant, family_snapshot):
+    template, stops = template_conformance(family, variant), stop_conformance(family, variant)
+    if template.status is Status.SKIP and stops.status is Status.SKIP:
+        pytest.skip(f"{template.reason}; {stops.reason}")
+    assert family_snapshot == hub_document(family, variant, template, stops)
