@@ -90,6 +90,56 @@ def cmd_render(args) -> int:
     return 0
 
 
+def cmd_check(args) -> int:
+    from vlcheck.checks import CPU_CHECKS, run_checks
+    from vlcheck.results import Status
+
+    families = [get_family(n) for n in args.family] if args.family else list(all_families().values())
+    checks = CPU_CHECKS
+    total = len(families) * len(checks)
+    done = 0
+
+    def progress(family: str, check: str) -> None:
+        nonlocal done
+        done += 1
+        if sys.stderr.isatty():
+            print(f"\r[{done}/{total}] {family}: {check}".ljust(60), end="", file=sys.stderr, flush=True)
+
+    results = run_checks(families, checks, progress)
+    if sys.stderr.isatty():
+        print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
+    by_family: dict[str, dict[str, Any]] = {}
+    for r in results:
+        by_family.setdefault(r.family, {})[r.check] = r
+    if args.json:
+        data = [{"family": r.family, "check": r.check, "status": r.status.value, "reason": r.reason,
+                 "details": r.details, "data": {k: v for k, v in r.data.items() if not k.endswith(".rendered")}}
+                for r in results]
+        text = json.dumps({"results": data}, indent=2, ensure_ascii=False)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text + "\n")
+    if args.json != "-":
+        rows = []
+        for family, cells in by_family.items():
+            template = cells["template"]
+            source = sorted({v for k, v in template.data.items() if k.endswith(".template_source")})
+            why = [f"{c.check}: {c.reason}" for c in cells.values() if c.status in (Status.SKIP, Status.FAIL)]
+            rows.append([family, ",".join(source) or "-", *(cells[c].status.value for c in checks),
+                         (why[0][:90] if why else "")])
+        print(table(rows, ["family", "template source", *checks, "why (first skip/fail)"]))
+        counts = {s.value: sum(r.status is s for r in results) for s in Status}
+        print("\n" + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        deviations = [r for r in results if r.status is Status.DEVIATION]
+        if deviations:
+            print("\ndeclared deviations:")
+            for r in deviations:
+                print(f"  {r.family} {r.check}: {r.reason}")
+    return 1 if any(r.status is Status.FAIL for r in results) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vlcheck", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -111,6 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a question (repeatable); default: the example's questions")
     p.add_argument("--json", action="store_true", help='print {"prompts": [...]}')
     p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("check", help="run the conformance checks; exit 1 on any failure")
+    p.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable)")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE ('-': stdout only)")
+    p.set_defaults(func=cmd_check)
     return parser
 
 
