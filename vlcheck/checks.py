@@ -44,8 +44,22 @@ def check_stops(spec: FamilySpec) -> CheckResult:
     return combine(spec.name, "stops", [stop_conformance(spec, v) for v in spec.variants])
 
 
+def check_engine_args(spec: FamilySpec) -> CheckResult:
+    from vlcheck.vllm_checks import engine_args_check
+
+    return combine(spec.name, "engine_args", [engine_args_check(spec, v) for v in spec.variants])
+
+
+def check_architecture(spec: FamilySpec) -> CheckResult:
+    from vlcheck.vllm_checks import architecture_check
+
+    return combine(spec.name, "architecture", [architecture_check(spec, v) for v in spec.variants])
+
+
 CPU_CHECKS: dict[str, Check] = {
     "spec": check_spec,
+    "engine_args": check_engine_args,
+    "architecture": check_architecture,
     "template": check_template,
     "stops": check_stops,
 }

@@ -243,6 +243,7 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
         kind=kind,  # type: ignore[arg-type]
         source=source,
         model=r.get("model", str, required=True),
+        architecture=r.get("architecture", str, required=True),
         prompt=prompt,
         modalities=modalities,
         engine_args=engine_args,
@@ -261,6 +262,10 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
         deviations=deviations,
     )
     r.done()
+    overridden = (engine_args.get("hf_overrides") or {}).get("architectures")
+    if overridden and overridden[0] != variant.architecture:
+        raise SpecError(r.path, r.field("architecture"),
+                        f"{variant.architecture!r} disagrees with engine_args.hf_overrides.architectures {overridden!r}")
     return variant
 
 

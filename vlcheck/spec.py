@@ -166,6 +166,10 @@ class Variant:
     model: str
     """The Hugging Face model id the example loads."""
 
+    architecture: str
+    """The vLLM architecture that serves the model: the model's `config.json` `architectures[0]`,
+    or the example's `hf_overrides` (which must then agree)."""
+
     prompt: Prompt
     modalities: dict[str, MediaPlaceholder]
     """The modalities the example accepts, each with its placeholder. `single` variants may

@@ -41,3 +41,44 @@ def chat_template_content_format(chat_template: str) -> str:
     from vllm.renderers.hf import _detect_content_format
 
     return _detect_content_format(chat_template, default="string")
+
+
+@lru_cache(maxsize=None)
+def engine_arg_types() -> dict[str, object]:
+    """EngineArgs field name -> its declared type (the dataclass, not a constructed instance:
+    building EngineArgs for a Hub model id downloads the model in __post_init__)."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    return {f.name: f.type for f in dataclasses.fields(EngineArgs)}
+
+
+def supported_architectures() -> set[str]:
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    return set(ModelRegistry.get_supported_archs())
+
+
+def load_model_class(arch: str) -> type:
+    """Import the class serving `arch` (raises what the import raises: this is where a
+    transformers upgrade that removed a symbol vLLM imports shows up)."""
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    return ModelRegistry.models[arch].load_model_cls()
+
+
+def is_multimodal_class(model_cls: type) -> bool:
+    from vllm.model_executor.models.interfaces import supports_multimodal
+
+    return bool(supports_multimodal(model_cls))
+
+
+def takes_modality(model_cls: type, modality: str) -> tuple[bool, str | None]:
+    """Whether the model takes a modality, and the placeholder vLLM's chat API writes for one
+    item (None where the model's processor inserts the media tokens itself). vLLM's models
+    raise for a modality they do not take."""
+    try:
+        return True, model_cls.get_placeholder_str(modality, 1)
+    except (ValueError, NotImplementedError, KeyError):
+        return False, None
