@@ -27,6 +27,7 @@ from vlcheck.spec import (
     Lora,
     MediaPlaceholder,
     Prompt,
+    Recipe,
     Source,
     Variant,
 )
@@ -286,6 +287,7 @@ def load_spec(path: str | Path) -> FamilySpec:
     if name != path.stem:
         raise SpecError(path, "name", f"{name!r} must equal the file name {path.stem!r}")
     title = r.get("title", str, name)
+    synthetic = _read_recipe(r.sub("synthetic"))
     variants = {}
     for kind in ("single", "multi_image"):
         sub = r.sub(kind)
@@ -294,7 +296,28 @@ def load_spec(path: str | Path) -> FamilySpec:
     r.done()
     if not variants:
         raise SpecError(path, "single", "a family needs a `single` or a `multi_image` variant")
-    return FamilySpec(name=name, title=title, path=str(path), **variants)
+    return FamilySpec(name=name, title=title, path=str(path), synthetic=synthetic, **variants)
+
+
+def _read_recipe(r: _Reader | None) -> Recipe | None:
+    if r is None:
+        return None
+    recipe = Recipe(
+        model_type=r.get("model_type", str),
+        config=r.get("config", dict, {}),
+        token_ids=r.get("token_ids", dict, {}),
+        tokens=tuple(r.get("tokens", list, [])),
+        processor=r.get("processor", dict, {}),
+        processor_class=r.get("processor_class", str),
+        image_processor_class=r.get("image_processor_class", str),
+        image_processor=r.get("image_processor", dict, {}),
+        tokenizer=r.get("tokenizer", dict, {}),
+        unsupported=r.get("unsupported", str),
+    )
+    r.done()
+    if recipe.model_type is None and recipe.unsupported is None:
+        raise SpecError(r.path, r.field("model_type"), "set the transformers model_type, or `unsupported` with the reason")
+    return recipe
 
 
 def spec_dirs() -> list[Path]:

@@ -253,6 +253,44 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Recipe:
+    """How to build the family's tiny synthetic checkpoint (`vlcheck.synthetic`): the spec's
+    `[synthetic]` table. Sizes are shrunk generically; this holds what cannot be guessed."""
+
+    model_type: str | None = None
+    """The transformers config class key (`qwen2_vl`, `llava`, ...)."""
+
+    config: dict[str, Any] = field(default_factory=dict)
+    """Config overrides applied after shrinking, by dotted path (`"text_config.rope_scaling"`)."""
+
+    token_ids: dict[str, str] = field(default_factory=dict)
+    """Config attributes that hold token ids, and the token each must point at
+    (`image_token_id = "<|image_pad|>"`)."""
+
+    tokens: tuple[str, ...] = ()
+    """Special tokens the processor or model needs beyond those in the spec's prompts."""
+
+    processor: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the processor class."""
+
+    processor_class: str | None = None
+    """The processor class by import path, where transformers' auto mapping has none for the
+    model type (vLLM ships processors for several: `vllm.transformers_utils.processors...`)."""
+
+    image_processor_class: str | None = None
+    """The image processor class by import path, overriding transformers' auto mapping."""
+
+    image_processor: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the image processor class."""
+
+    tokenizer: dict[str, str] = field(default_factory=dict)
+    """Named special tokens of the tokenizer (`bos_token`, `eos_token`, `image_token`, ...)."""
+
+    unsupported: str | None = None
+    """Why this family cannot be synthesized; the checks that need a checkpoint skip with it."""
+
+
+@dataclass(frozen=True)
 class FamilySpec:
     """One model family: its spec file and its variants."""
 
@@ -267,6 +305,7 @@ class FamilySpec:
 
     single: Variant | None = None
     multi_image: Variant | None = None
+    synthetic: Recipe | None = None
 
     @property
     def variants(self) -> tuple[Variant, ...]:

@@ -82,3 +82,36 @@ def takes_modality(model_cls: type, modality: str) -> tuple[bool, str | None]:
         return True, model_cls.get_placeholder_str(modality, 1)
     except (ValueError, NotImplementedError, KeyError):
         return False, None
+
+
+# Engine args that shape the model config, and so the multimodal processor.
+MODEL_CONFIG_ARGS = ("dtype", "max_model_len", "limit_mm_per_prompt", "mm_processor_kwargs", "hf_overrides",
+                     "trust_remote_code", "tokenizer_mode", "revision", "mm_processor_cache_gb")
+
+
+def create_processor(local_dir: str, engine_args: dict):
+    """vLLM's multimodal processor for a local checkpoint, built on CPU (no engine, no GPU)."""
+    from vllm.config import ModelConfig
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    kwargs = {k: v for k, v in engine_args.items() if k in MODEL_CONFIG_ARGS}
+    kwargs.setdefault("dtype", "bfloat16")
+    config = ModelConfig(model=local_dir, tokenizer=local_dir, **kwargs)
+    return MULTIMODAL_REGISTRY.create_processor(config)
+
+
+def apply_processor(processor, prompt: str, mm_data: dict) -> dict:
+    """Run the processor on one prompt with its media: token ids and placeholder ranges."""
+    out = processor(prompt, mm_items=processor.info.parse_mm_data(mm_data), hf_processor_mm_kwargs={})
+    return {
+        "prompt_token_ids": list(out["prompt_token_ids"]),
+        "placeholders": {m: [(p.offset, p.length) for p in ranges] for m, ranges in out["mm_placeholders"].items()},
+    }
+
+
+def vllm_config_class(model_type: str) -> type | None:
+    """The config class vLLM defines itself for a model type transformers lacks (kimi_vl,
+    deepseek_vl_v2, step3_vl, ...), or None."""
+    from vllm.transformers_utils.config import _CONFIG_REGISTRY
+
+    return _CONFIG_REGISTRY[model_type] if model_type in _CONFIG_REGISTRY else None

@@ -12,6 +12,7 @@ name = "{name}"
 [single]
 source = {{ seed = "000", function = "run_x" }}
 model = "org/model"
+architecture = "LlavaForConditionalGeneration"
 limit_mm_per_prompt = "one per modality"
 engine_args = {{ max_model_len = 4096 }}
 

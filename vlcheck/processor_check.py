@@ -1,0 +1,98 @@
+"""vLLM's own multimodal processor, run on CPU over each family's rendered prompts."""
+
+from __future__ import annotations
+
+import re
+
+from vlcheck import media, vllm_api
+from vlcheck.render import NeedsChatTemplate, default_questions, render_prompt
+from vlcheck.results import CheckResult, Status
+from vlcheck.spec import FamilySpec, Variant
+from vlcheck.synthetic import NotBuildable, checkpoint_dir
+
+
+def _prompt(spec: FamilySpec, variant: Variant, modality: str, count: int) -> str:
+    question = default_questions(variant, modality)[0]
+    try:
+        return render_prompt(spec, variant, modality, question, count)
+    except NeedsChatTemplate:
+        from vlcheck.templates import chat_renderer
+
+        return render_prompt(spec, variant, modality, question, count, chat_renderer())
+
+
+def explain(err: Exception, spec: FamilySpec, modality: str, count: int) -> str:
+    """vLLM's processor errors, restated with the family and the item that went wrong."""
+    text = f"{type(err).__name__}: {err}"
+    m = re.search(r"Expected there to be (\d+) prompt placeholders corresponding to (\d+) (\w+) items, "
+                  r"but instead found (\d+)", str(err))
+    if m:
+        want, found = int(m.group(1)), int(m.group(4))
+        which = f"{m.group(3)} item {found}" if found < want else f"{found - want} surplus placeholder(s)"
+        return (f"{spec.name}: {which}: the prompt has {found} placeholder(s) for {count} {modality} item(s) "
+                f"({text.splitlines()[0][:160]})")
+    return f"{spec.name}: {modality} x{count}: {text.splitlines()[0][:300]}"
+
+
+def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
+    """For 1..limit items of each modality: as many placeholder ranges as items; the token count
+    of every item is recorded (and snapshotted)."""
+    where = f"[{variant.kind}]"
+    try:
+        local = checkpoint_dir(spec, variant)
+    except NotBuildable as err:
+        return CheckResult(spec.name, "processor", Status.SKIP, f"{where} no checkpoint: {err}")
+    problems, counts = [], {}
+    for modality, placeholder in variant.modalities.items():
+        top = variant.max_images or 1
+        try:
+            processor = vllm_api.create_processor(str(local), variant.engine_args_for(modality, top))
+        except Exception as err:
+            problems.append(f"{spec.name}: vLLM could not build its processor: {type(err).__name__}: {str(err)[:300]}")
+            continue
+        for count in variant.item_counts():
+            try:
+                prompt = _prompt(spec, variant, modality, count)
+            except Exception as err:  # the model's chat template is not available
+                return CheckResult(spec.name, "processor", Status.SKIP, f"{where} {err}")
+            data = media.items(modality, count, placeholder.video_metadata)
+            try:
+                out = vllm_api.apply_processor(processor, prompt, {modality: data if count > 1 or modality == "video" else data[0]})
+            except Exception as err:
+                problems.append(explain(err, spec, modality, count))
+                continue
+            ranges = out["placeholders"].get(modality, [])
+            if len(ranges) != count:
+                problems.append(f"{spec.name}: {modality} x{count}: {len(ranges)} placeholder range(s) for {count} item(s)")
+            counts[f"{modality} x{count}"] = {"prompt_tokens": len(out["prompt_token_ids"]),
+                                               "item_tokens": [length for _, length in ranges]}
+    data = {f"{variant.kind}.token_counts": counts, f"{variant.kind}.checkpoint": local.name}
+    if problems and "processor" in variant.deviations:
+        return CheckResult(spec.name, "processor", Status.DEVIATION, f"{where} {variant.deviations['processor']}", problems, data)
+    if problems:
+        return CheckResult(spec.name, "processor", Status.FAIL, f"{where} {problems[0]}", problems, data)
+    return CheckResult(spec.name, "processor", Status.PASS, f"{where} {len(counts)} request shape(s) processed", data=data)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m vlcheck.processor_check FAMILY ...`: build and check, printing the outcome."""
+    from vlcheck.registry import get_family
+
+    bad = 0
+    for name in argv:
+        spec = get_family(name)
+        for variant in spec.variants:
+            r = processor_check(spec, variant)
+            print(f"{name} [{variant.kind}] {r.status.value}: {r.reason}")
+            for d in r.details[1:]:
+                print("   ", d)
+            for shape, c in r.data.get(f"{variant.kind}.token_counts", {}).items():
+                print(f"    {shape}: {c}")
+            bad += r.status is Status.FAIL
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

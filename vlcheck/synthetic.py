@@ -1,0 +1,251 @@
+"""Tiny synthetic checkpoints that vLLM can load, built from a family's spec.
+
+No weights or Hub access exist in CI or on the GPU runner, yet vLLM's real code paths must run.
+A synthetic checkpoint has the family's real architecture and model_type, a config from
+transformers' config class shrunk to 1-2 layers of width 64 with consistent head sizes, every
+multimodal token id the family uses, the family's processor / image / video processor configs,
+a small byte-level BPE tokenizer the suite trains itself (holding every special token the
+family's prompts, placeholders and stops use), and optionally weights drawn from a fixed seed.
+
+Checkpoints are built once per content hash into a cache folder (`VLCHECK_CACHE`), atomically,
+so concurrent pytest-xdist workers share them. A real checkpoint is used instead whenever its
+files are in the HF cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from vlcheck.render import IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, VIDEO_QUESTIONS
+from vlcheck.spec import FamilySpec, Recipe, Variant
+
+CACHE_ENV = "VLCHECK_CACHE"
+# The builder's own source is part of every checkpoint's content hash: editing it rebuilds.
+BUILDER_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+SPECIAL_TOKEN = re.compile(r"<\|[^<>]+?\|>|<[^<>\s]+?>|\[[A-Z_]+\]|<｜[^<>]+?｜>")
+
+# Generic shrinking: every (sub-)config gets these where it has the key.
+SHRINK = {
+    "num_hidden_layers": 2, "num_layers": 2, "depth": 1, "vision_layers": 1,
+    "hidden_size": 64, "embed_dim": 64, "d_model": 64, "intermediate_size": 128, "mlp_dim": 128,
+    "num_attention_heads": 2, "num_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+    "moe_intermediate_size": 64, "shared_expert_intermediate_size": 64, "num_experts": 4,
+    "n_routed_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
+}
+SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "qformer_config", "thinker_config")
+
+
+class NotBuildable(RuntimeError):
+    """The family's checkpoint cannot be synthesized (e.g. its config needs the model's remote code)."""
+
+
+def recipe_of(spec: FamilySpec) -> Recipe | None:
+    return spec.synthetic
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "vlcheck" / "checkpoints"))
+
+
+def special_tokens_of(spec: FamilySpec, variant: Variant, recipe: Recipe) -> list[str]:
+    """Every special-token-looking piece of the family's prompts, placeholders and stops."""
+    texts = [variant.prompt.template or "", variant.prompt.content, variant.prompt.system or ""]
+    texts += [m.render(2) for m in variant.modalities.values()]
+    texts += list(variant.stop_tokens or ())
+    found: list[str] = []
+    for text in texts:
+        found += SPECIAL_TOKEN.findall(text.replace("{placeholder}", "").replace("{question}", ""))
+    found += list(recipe.tokens) + list(recipe.token_ids.values()) + list(recipe.tokenizer.values())
+    return list(dict.fromkeys(found))
+
+
+def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool) -> str:
+    import transformers
+
+    blob = json.dumps({"builder": BUILDER_HASH, "transformers": transformers.__version__,
+                       "architecture": variant.architecture, "recipe": recipe.__dict__,
+                       "tokens": special_tokens_of(spec, variant, recipe), "weights": weights},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False) -> Path:
+    """The synthetic checkpoint folder for a variant, built on first use (raises NotBuildable)."""
+    recipe = recipe_of(spec)
+    if recipe is None:
+        raise NotBuildable(f"{spec.name}: no [synthetic] recipe in {spec.path}")
+    if recipe.unsupported:
+        raise NotBuildable(f"{spec.name}: {recipe.unsupported}")
+    target = cache_root() / f"{spec.name}-{variant.kind}-{_content_hash(spec, variant, recipe, weights)}"
+    if (target / "config.json").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        _build(spec, variant, recipe, staging, weights)
+        try:
+            staging.rename(target)  # atomic: another worker may have won the race, which is fine
+        except OSError:
+            if not (target / "config.json").exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+# --- building --------------------------------------------------------------------------------
+
+
+def _corpus() -> list[str]:
+    words = " ".join(IMAGE_QUESTIONS + VIDEO_QUESTIONS + (MULTI_IMAGE_QUESTION,))
+    extra = ("the a an of in on at to is are was were this that these those what where why how who "
+             "image video picture frame content detail describe funny taken each cat dog tree sky "
+             "red green blue one two three four five six seven eight nine ten yes no user assistant "
+             "system helpful you I it and or but not with for from by as be have has do does")
+    lines = [words, extra]
+    for i in range(200):  # deterministic filler so byte-level merges cover digits and punctuation
+        lines.append(f"{i} {i * 7 % 101} item-{i}: ({i}/{i + 1}) [{i}] <{i}> \"{i}\" {i}.{i}!? #{i} ${i}")
+    return lines
+
+
+def make_tokenizer(special: list[str], named: dict[str, str], vocab_size: int = 1024):
+    """A byte-level BPE trained on a generated corpus, plus every special token of the family."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(_corpus(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                                   pad_token="<pad>")
+    extra = [t for t in dict.fromkeys(list(special) + list(named.values())) if t not in fast.get_vocab()]
+    fast.add_special_tokens({"additional_special_tokens": extra})
+    standard = {k: v for k, v in named.items() if k in ("bos_token", "eos_token", "pad_token", "unk_token")}
+    if standard:
+        fast.add_special_tokens(standard)
+    for key, value in named.items():  # processor-facing names such as image_token
+        if key not in standard:
+            setattr(fast, key, value)
+    return fast
+
+
+def _set_path(config: Any, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    target = config
+    for p in parents:
+        target = getattr(target, p) if not isinstance(target, dict) else target[p]
+    if isinstance(target, dict):
+        target[last] = value
+    else:
+        setattr(target, last, value)
+
+
+def shrink(config: Any) -> None:
+    """Shrink a config and its sub-configs in place (widths, depths, heads, experts)."""
+    for key, value in SHRINK.items():
+        if hasattr(config, key) and isinstance(getattr(config, key), int):
+            setattr(config, key, value)
+    layers = getattr(config, "num_hidden_layers", None)
+    for key in ("layer_types", "full_attention_layers"):  # per-layer lists must match the depth
+        per_layer = getattr(config, key, None)
+        if isinstance(per_layer, list) and isinstance(layers, int) and len(per_layer) > layers:
+            setattr(config, key, per_layer[:layers])
+    for sub in SUB_CONFIGS:
+        child = getattr(config, sub, None)
+        if child is not None and not isinstance(child, (dict, list)):
+            shrink(child)
+
+
+def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weights: bool) -> None:
+    from transformers import CONFIG_MAPPING
+
+    from vlcheck import vllm_api
+
+    if recipe.model_type in CONFIG_MAPPING:
+        config = CONFIG_MAPPING[recipe.model_type]()
+    elif (vllm_cls := vllm_api.vllm_config_class(recipe.model_type)) is not None:
+        config = vllm_cls()
+    else:
+        raise NotBuildable(f"{spec.name}: neither transformers nor vLLM has a config class for "
+                           f"model_type {recipe.model_type!r}")
+    shrink(config)
+    for dotted, value in recipe.config.items():
+        _set_path(config, dotted, copy.deepcopy(value))
+
+    tokenizer = make_tokenizer(special_tokens_of(spec, variant, recipe), recipe.tokenizer)
+    vocab = tokenizer.get_vocab()
+    for attr, token in recipe.token_ids.items():
+        _set_path(config, attr, vocab[token])
+    size = (len(vocab) + 63) // 64 * 64
+    for holder in [config, *(getattr(config, s, None) for s in SUB_CONFIGS)]:
+        if holder is not None and hasattr(holder, "vocab_size") and holder is not getattr(config, "vision_config", None):
+            holder.vocab_size = size
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        token = getattr(tokenizer, key.replace("_id", ""), None)
+        for holder in [config, getattr(config, "text_config", None)]:
+            if holder is not None and token is not None and hasattr(holder, key):
+                setattr(holder, key, vocab[token])
+    config.architectures = [variant.architecture]
+
+    processor = _make_processor(recipe, tokenizer)
+    processor.save_pretrained(out)
+    config.save_pretrained(out)
+    if weights:
+        _save_weights(config, out)
+
+
+def _import(path: str) -> Any:
+    import importlib
+
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _make_processor(recipe: Recipe, tokenizer):
+    import transformers
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+    from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES
+
+    mt = recipe.model_type
+    if recipe.processor_class:
+        proc_cls = _import(recipe.processor_class)
+    elif mt in PROCESSOR_MAPPING_NAMES:
+        proc_cls = getattr(transformers, PROCESSOR_MAPPING_NAMES[mt])
+    else:
+        raise NotBuildable(f"transformers has no processor class for model_type {mt!r}; set processor_class")
+    parts: dict[str, Any] = {"tokenizer": tokenizer}
+    image_names = IMAGE_PROCESSOR_MAPPING_NAMES.get(mt)
+    if isinstance(image_names, dict):
+        image_names = image_names.get("pil") or image_names.get("torchvision")
+    image_cls = _import(recipe.image_processor_class) if recipe.image_processor_class else (
+        getattr(transformers, image_names) if image_names else None)
+    attributes = proc_cls.get_attributes() if hasattr(proc_cls, "get_attributes") else ["image_processor", "tokenizer"]
+    if image_cls is not None and "image_processor" in attributes:
+        parts["image_processor"] = image_cls(**recipe.image_processor)
+    video_name = VIDEO_PROCESSOR_MAPPING_NAMES.get(mt)
+    if video_name and "video_processor" in attributes:
+        parts["video_processor"] = getattr(transformers, video_name)()
+    return proc_cls(**parts, **recipe.processor)
+
+
+def _save_weights(config, out: Path, seed: int = 0) -> None:
+    """Weights drawn from a fixed seed (so outputs depend on the input, unlike vLLM's dummy
+    loading), saved as safetensors by the HF model class."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    torch.manual_seed(seed)
+    model = AutoModelForImageTextToText.from_config(config, torch_dtype=torch.bfloat16)
+    model.save_pretrained(out, safe_serialization=True)
