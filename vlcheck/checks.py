@@ -56,12 +56,19 @@ def check_architecture(spec: FamilySpec) -> CheckResult:
     return combine(spec.name, "architecture", [architecture_check(spec, v) for v in spec.variants])
 
 
+def check_processor(spec: FamilySpec) -> CheckResult:
+    from vlcheck.processor_check import processor_check
+
+    return combine(spec.name, "processor", [processor_check(spec, v) for v in spec.variants])
+
+
 CPU_CHECKS: dict[str, Check] = {
     "spec": check_spec,
     "engine_args": check_engine_args,
     "architecture": check_architecture,
     "template": check_template,
     "stops": check_stops,
+    "processor": check_processor,
 }
 
 

@@ -1,0 +1,38 @@
+"""vLLM's multimodal processor on each family's synthetic checkpoint: one placeholder range per
+item, for 1..limit items; the per-item token counts are snapshotted."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vlcheck.processor_check import processor_check
+from vlcheck.registry import load_spec
+from vlcheck.results import Status
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
+
+
+def _result(family, variant):
+    result = processor_check(family, variant)
+    if result.status is Status.SKIP:
+        pytest.skip(result.reason)
+    return result
+
+
+def test_processor_expands_every_item(family, variant, family_snapshot):
+    result = _result(family, variant)
+    assert result.status is not Status.FAIL, "\n".join([result.reason, *result.details])
+    counts = result.data[f"{variant.kind}.token_counts"]
+    lines = [f"# vLLM processor on the synthetic checkpoint: {family.name} [{variant.kind}]",
+             f"# status: {result.status.value}"]
+    lines += [f"{shape}: {json.dumps(c)}" for shape, c in counts.items()]
+    assert family_snapshot == "\n".join(lines) + "\n"
+
+
+def test_removed_placeholder_fails_naming_family_and_item():
+    spec = load_spec(FIXTURES / "qwen2_vl_no_placeholder.toml")
+    result = processor_check(spec, spec.single)
+    assert result.status is Status.FAIL
+    assert result.reason.startswith("[single] qwen2_vl_no_placeholder: image item 0: the prompt has 0 placeholder(s) "
+                                    "for 1 image item(s)"), result.reason
