@@ -15,6 +15,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("vlcheck")
     group.addoption("--vlcheck-family", action="append", default=[], metavar="NAME",
                     help="only check these families (repeatable); default: all specs")
+    group.addoption("--vlcheck-weights", choices=("auto", "real", "synthetic"), default="auto",
+                    help="GPU tier: real checkpoints (HF cache / Hub), synthetic ones, or real where available")
+    group.addoption("--vlcheck-update-goldens", action="store_true",
+                    help="GPU tier: record greedy goldens instead of comparing with them")
+    group.addoption("--vlcheck-cache-off", action="store_true",
+                    help="GPU tier: also check each family with the processor cache disabled (a second engine each)")
 
 
 def selected_families(config: pytest.Config) -> list[str]:
@@ -39,6 +45,56 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(("family", "variant"), pairs, ids=[f"{f.name}-{v.kind}" for f, v in pairs])
     else:
         metafunc.parametrize("family", families, ids=[f.name for f in families])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """GPU tests run grouped by family-config, so each engine starts once and serves all of them."""
+    def key(item: pytest.Item):
+        callspec = getattr(item, "callspec", None)
+        family = callspec.params.get("family") if callspec else None
+        variant = callspec.params.get("variant") if callspec else None
+        return (getattr(family, "name", ""), getattr(variant, "kind", ""))
+
+    gpu = [i for i in items if i.get_closest_marker("gpu")]
+    if gpu:
+        rest = [i for i in items if not i.get_closest_marker("gpu")]
+        items[:] = rest + sorted(gpu, key=key)
+
+
+@pytest.fixture(scope="session")
+def engines():
+    """The GPU tier's engine cache: one live vLLM engine at a time."""
+    from vlcheck.engines import EngineCache
+
+    cache = EngineCache()
+    yield cache
+    cache.close()
+
+
+@pytest.fixture(scope="session")
+def weights_mode(pytestconfig) -> str:
+    return pytestconfig.getoption("--vlcheck-weights")
+
+
+@pytest.fixture
+def engine(family, variant, engines, weights_mode):
+    """The family-config's engine: skipped when the runner cannot host it (GPUs, weights),
+    failed when it does not start (that family's tests only)."""
+    from vlcheck.engines import EngineUnavailable
+    from vlcheck.requests import example_prompts
+    from vlcheck.templates import TemplateUnavailable
+
+    try:  # before starting an engine: can the example's prompts be made at all?
+        for modality in variant.modalities:
+            example_prompts(family, variant, modality)
+    except TemplateUnavailable as err:
+        pytest.skip(f"{family.name}: the example renders with the model's chat template: {err}")
+    try:
+        return engines.get(family, variant, weights_mode)
+    except EngineUnavailable as err:
+        if err.skip:
+            pytest.skip(str(err))
+        pytest.fail(str(err), pytrace=False)
 
 
 @pytest.fixture

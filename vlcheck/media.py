@@ -41,9 +41,9 @@ def video_metadata(frames: int, fps: float = 2.0) -> dict[str, Any]:
             "frames_indices": list(range(frames)), "video_backend": "opencv", "do_sample_frames": False}
 
 
-def items(modality: str, count: int, with_metadata: bool = False) -> list[Any]:
+def items(modality: str, count: int, with_metadata: bool = False, offset: int = 0) -> list[Any]:
     """`count` distinct items of a modality, as vLLM's multi_modal_data takes them."""
     if modality == "image":
-        return [image(i) for i in range(count)]
-    clips = [video(i) for i in range(count)]
+        return [image(offset + i) for i in range(count)]
+    clips = [video(offset + i) for i in range(count)]
     return [(clip, video_metadata(len(clip))) for clip in clips] if with_metadata else clips

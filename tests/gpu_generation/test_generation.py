@@ -1,0 +1,42 @@
+"""Real vLLM generation per family-config: the example's requests complete, prompt token counts
+equal the CPU processor's, stop tokens end generation, greedy outputs match the goldens."""
+
+import pytest
+
+from vlcheck import goldens
+from vlcheck.gpu_checks import generation_runs, stop_run
+
+pytestmark = pytest.mark.gpu
+
+
+def test_requests_complete_with_processor_token_counts(family, variant, engine, request):
+    runs = generation_runs(family, variant, engine)
+    for run in runs:
+        assert all(r in ("stop", "length") for r in run.finish_reasons), f"{family.name} {run.shape}: {run.finish_reasons}"
+        assert run.prompt_tokens == run.expected_prompt_tokens, (
+            f"{family.name} {run.shape}: engine saw {run.prompt_tokens} prompt tokens, "
+            f"the CPU processor gives {run.expected_prompt_tokens}")
+    request.node.user_properties.append(("engine_start_s", round(engine.start_seconds, 1)))
+    request.node.user_properties.append(("weights", engine.weights))
+    request.node.user_properties.append(("shapes", {r.shape: r.prompt_tokens for r in runs}))
+
+    path = goldens.golden_path(engine.weights, f"{family.name}-{variant.kind}")
+    actual = {r.shape: r.outputs for r in runs}
+    if request.config.getoption("--vlcheck-update-goldens"):
+        goldens.save(path, actual)
+        return
+    stored = goldens.load(path)
+    if stored is None:
+        pytest.fail(f"no golden {path.relative_to(goldens.GOLDEN_ROOT.parent.parent)}: record it with "
+                    "--vlcheck-update-goldens and review it", pytrace=False)
+    problems = [f"{shape}: {p}" for shape in actual for p in goldens.compare(stored.get(shape, []), actual[shape])]
+    assert not problems, "\n".join(problems)
+
+
+def test_stop_token_ends_generation(family, variant, engine):
+    run = stop_run(family, variant, engine)
+    if run is None:
+        pytest.skip(f"{family.name}: fewer than 3 tokens generated; no stop token to try")
+    k = run.first_tokens.index(run.stop_id)
+    assert run.finish_reason == "stop" and run.stop_reason == run.stop_id, (run.finish_reason, run.stop_reason)
+    assert run.stopped_tokens[:k] == run.first_tokens[:k] and len(run.stopped_tokens) <= k + 1

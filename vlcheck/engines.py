@@ -1,0 +1,167 @@
+"""vLLM engines for the GPU tier: one per family-config, shared by its tests, freed before the next.
+
+Weights are real when the model's checkpoint is available (HF cache or a reachable Hub), the
+synthetic checkpoint otherwise (`--vlcheck-weights auto|real|synthetic`).
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from vlcheck.spec import FamilySpec, Variant
+from vlcheck.synthetic import NotBuildable, checkpoint_dir
+
+# Engine args a synthetic checkpoint cannot honour, or that only waste time in a test.
+DROPPED_FOR_SYNTHETIC = ("ignore_patterns", "quantization", "tokenizer", "tokenizer_mode", "revision",
+                         "gpu_memory_utilization", "max_num_batched_tokens")
+TEST_ENGINE_ARGS = {"enforce_eager": True, "gpu_memory_utilization": 0.45, "max_num_seqs": 8, "seed": 0,
+                    "disable_log_stats": False, "mm_processor_cache_gb": 4}
+"""Shared by the generation and cache tests, so that one engine serves both: the processor
+cache on (the example's size), stats on (the cache counters), eager mode (fast start)."""
+
+
+class EngineUnavailable(RuntimeError):
+    """No engine for this family-config: skip (`skip=True`: GPUs, weights) or fail (start error)."""
+
+    def __init__(self, message: str, skip: bool):
+        super().__init__(message)
+        self.skip = skip
+
+
+@dataclass
+class EngineHandle:
+    key: tuple
+    llm: Any
+    weights: str
+    """`real`, `synthetic` (seeded weights) or `synthetic-dummy` (vLLM's dummy loader)."""
+    model_dir: str
+    start_seconds: float
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+def gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:
+        return 0
+
+
+def real_weights_available(variant: Variant) -> str | None:
+    """A local snapshot path of the real model when its weights are in the HF cache."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        path = snapshot_download(variant.model, revision=variant.revision, local_files_only=True,
+                                 allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja"])
+    except Exception:
+        return None
+    import glob
+
+    return path if glob.glob(f"{path}/*.safetensors") else None
+
+
+def variant_engine_args(variant: Variant) -> dict[str, Any]:
+    """One engine for all of a variant's requests: every modality's args, each limit covered."""
+    args: dict[str, Any] = {}
+    limits: dict[str, int] = {}
+    for modality in variant.modalities:
+        one = variant.engine_args_for(modality, variant.max_images or 1)
+        limits.update(one.pop("limit_mm_per_prompt", None) or {})
+        for key, value in one.items():  # e.g. a longer max_model_len for video: keep the larger
+            args[key] = max(args[key], value) if key == "max_model_len" and key in args else value
+    if limits:
+        args["limit_mm_per_prompt"] = limits
+    return args
+
+
+def engine_args(spec: FamilySpec, variant: Variant, weights: str, **overrides) -> tuple[dict, str, str]:
+    """(engine args, weights used, model folder) for one family-config."""
+    args = variant_engine_args(variant)
+    if weights in ("auto", "real"):
+        real = real_weights_available(variant)
+        if real is not None:
+            return {**args, **TEST_ENGINE_ARGS, "model": real, **overrides}, "real", real
+        if weights == "real":
+            raise EngineUnavailable(f"{spec.name}: --vlcheck-weights real, but {variant.model} is not in the HF cache", True)
+    try:
+        local = str(checkpoint_dir(spec, variant, weights=True))
+        used = "synthetic"
+    except NotBuildable as err:
+        raise EngineUnavailable(f"{spec.name}: no synthetic checkpoint: {err}", True) from None
+    except Exception:
+        local = str(checkpoint_dir(spec, variant, weights=False))  # the HF class could not make weights
+        used = "synthetic-dummy"
+    args = {k: v for k, v in args.items() if k not in DROPPED_FOR_SYNTHETIC}
+    args.update(TEST_ENGINE_ARGS, model=local, tokenizer=local)
+    if used == "synthetic-dummy":
+        args["load_format"] = "dummy"
+    args["max_model_len"] = min(int(args.get("max_model_len", 4096)), 4096)
+    args.update(overrides)
+    return args, used, local
+
+
+class EngineCache:
+    """Holds at most one live engine; asking for another family-config frees the current one."""
+
+    def __init__(self):
+        self.current: EngineHandle | None = None
+        self.failures: dict[tuple, str] = {}
+
+    def get(self, spec: FamilySpec, variant: Variant, weights: str, **overrides) -> EngineHandle:
+        needed = variant.gpus_needed
+        have = gpu_count()
+        if have == 0:
+            raise EngineUnavailable("no CUDA GPU on this runner", True)
+        if needed > have:
+            raise EngineUnavailable(f"{spec.name}: needs {needed} GPUs (tensor_parallel_size), this runner has {have}", True)
+        args, used, local = engine_args(spec, variant, weights, **overrides)
+        key = (spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())))
+        if key in self.failures:
+            raise EngineUnavailable(self.failures[key], False)
+        if self.current is not None and self.current.key == key:
+            return self.current
+        self.close()
+        from vllm import LLM
+
+        start = time.perf_counter()
+        try:
+            llm = LLM(**args)
+        except Exception as err:
+            self.failures[key] = f"{spec.name}: the engine failed to start: {type(err).__name__}: {str(err)[:500]}"
+            raise EngineUnavailable(self.failures[key], False) from err
+        self.current = EngineHandle(key, llm, used, local, time.perf_counter() - start, args)
+        return self.current
+
+    def close(self) -> None:
+        if self.current is None:
+            return
+        llm, self.current = self.current.llm, None
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        except Exception:
+            pass
+        del llm
+        gc.collect()
+        try:
+            import torch
+
+            torch.cuda.empty_cache()
+        except Exception:
+            pass
+
+
+def cache_counters(llm) -> dict[str, float]:
+    """`vllm:mm_cache_queries` and `vllm:mm_cache_hits` (counted per item; needs
+    disable_log_stats=False)."""
+    out = {"queries": 0.0, "hits": 0.0}
+    for metric in llm.get_metrics():
+        if metric.name == "vllm:mm_cache_queries":
+            out["queries"] += metric.value
+        elif metric.name == "vllm:mm_cache_hits":
+            out["hits"] += metric.value
+    return out
