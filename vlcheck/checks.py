@@ -18,7 +18,9 @@ def check_spec(spec: FamilySpec) -> CheckResult:
     """The spec loaded (it did, to get here) and agrees with its example in the seed files."""
     from vlcheck import seeds
     from vlcheck.seed_check import compare
+    from vlcheck.snapshots import prompt_document
 
+    facts = {"prompts": prompt_document(spec).splitlines()}
     problems, checked = [], 0
     for variant in spec.variants:
         if seeds.load_seed(variant.source.seed) is None:
@@ -26,10 +28,11 @@ def check_spec(spec: FamilySpec) -> CheckResult:
         problems += compare(spec, variant)
         checked += 1
     if problems:
-        return CheckResult(spec.name, "spec", Status.FAIL, problems[0], problems)
+        return CheckResult(spec.name, "spec", Status.FAIL, problems[0], problems, facts)
     if not checked:
-        return CheckResult(spec.name, "spec", Status.PASS, f"loaded; its seed is not runnable here ({seeds.seeds_dir()})")
-    return CheckResult(spec.name, "spec", Status.PASS, "loaded; matches the example")
+        return CheckResult(spec.name, "spec", Status.PASS, f"loaded; its seed is not runnable here ({seeds.seeds_dir()})",
+                           data=facts)
+    return CheckResult(spec.name, "spec", Status.PASS, "loaded; matches the example", data=facts)
 
 
 def check_template(spec: FamilySpec) -> CheckResult:
@@ -85,3 +88,64 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check],
             except Exception as err:  # one broken cell must not hide the others
                 results.append(CheckResult(spec.name, name, Status.FAIL, f"check crashed: {type(err).__name__}: {err}"))
     return results
+
+
+def gpu_checks(weights: str) -> tuple[dict[str, Check], Callable[[], None]]:
+    """The GPU tier as report checks (generation, cache), sharing one engine per family-config.
+    Returns the checks and a function that frees the last engine."""
+    from vlcheck import gpu_checks as g
+    from vlcheck.engines import EngineCache, EngineUnavailable
+    from vlcheck.templates import TemplateUnavailable
+
+    engines = EngineCache()
+
+    def per_variant(check: str, spec: FamilySpec, body) -> CheckResult:
+        results = []
+        for variant in spec.variants:
+            try:
+                handle = engines.get(spec, variant, weights)
+                results.append(body(variant, handle))
+            except EngineUnavailable as err:
+                results.append(CheckResult(spec.name, check, Status.SKIP if err.skip else Status.FAIL, str(err)))
+            except TemplateUnavailable as err:
+                results.append(CheckResult(spec.name, check, Status.SKIP, f"[{variant.kind}] {err}"))
+        return combine(spec.name, check, results)
+
+    def generation(spec: FamilySpec) -> CheckResult:
+        def body(variant, handle):
+            runs = g.generation_runs(spec, variant, handle)
+            bad = [f"{r.shape}: engine {r.prompt_tokens} prompt tokens, CPU processor {r.expected_prompt_tokens}"
+                   for r in runs if r.prompt_tokens != r.expected_prompt_tokens]
+            data = {f"{variant.kind}.prompt_tokens": {r.shape: r.prompt_tokens for r in runs},
+                    f"{variant.kind}.greedy_tokens": {r.shape: [o["token_ids"] for o in r.outputs] for r in runs},
+                    f"{variant.kind}.engine_start_s": round(handle.start_seconds, 1), f"{variant.kind}.weights": handle.weights}
+            stop = g.stop_run(spec, variant, handle)
+            if stop is not None and (stop.finish_reason != "stop" or stop.stop_reason != stop.stop_id):
+                bad.append(f"stop token {stop.stop_id} did not end generation ({stop.finish_reason}, {stop.stop_reason})")
+            status = Status.FAIL if bad else Status.PASS
+            return CheckResult(spec.name, "generation", status, f"[{variant.kind}] " + (bad[0] if bad else
+                               f"{len(runs)} shape(s) generated; token counts match the processor"), bad, data)
+        return per_variant("generation", spec, body)
+
+    def cache(spec: FamilySpec) -> CheckResult:
+        def body(variant, handle):
+            run = g.uuid_resend(spec, variant, handle, "list", "report")
+            none = g.uuid_resend(spec, variant, handle, "none", "report-none")
+            error = g.unknown_uuid_error(spec, variant, handle)
+            data = {f"{variant.kind}.resend_hits": run.hits_added,
+                    f"{variant.kind}.none_form_queries": none.queries_added,
+                    f"{variant.kind}.none_form_prompt_tokens": [none.first_prompt_tokens, none.resend_prompt_tokens]}
+            bad = []
+            if run.hits_added != g.NUM_PROMPTS or run.resend_prompt_tokens != run.first_prompt_tokens:
+                bad.append(f"resend with [None] + uuids: {run.hits_added} hits for {g.NUM_PROMPTS} items, prompt tokens "
+                           f"{run.first_prompt_tokens} -> {run.resend_prompt_tokens}")
+            if error is None or "Cache miss" not in error:
+                bad.append(f"unknown uuid with empty media: expected vLLM's cache-miss error, got {error!r}")
+            note = (f"; the example's {{'image': None}} form is dropped ({none.queries_added:.0f} cache queries)"
+                    if none.queries_added == 0 else "")
+            return CheckResult(spec.name, "cache", Status.FAIL if bad else Status.PASS,
+                               f"[{variant.kind}] " + (bad[0] if bad else f"{run.hits_added:.0f} hits on resend{note}"),
+                               bad, data)
+        return per_variant("cache", spec, body)
+
+    return {"generation": generation, "cache": cache}, engines.close

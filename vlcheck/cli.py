@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from typing import Any, Sequence
 
@@ -91,53 +92,71 @@ def cmd_render(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from vlcheck.checks import CPU_CHECKS, run_checks
+    from vlcheck import report
+    from vlcheck.checks import CPU_CHECKS, gpu_checks, run_checks
     from vlcheck.results import Status
 
-    families = [get_family(n) for n in args.family] if args.family else list(all_families().values())
-    checks = CPU_CHECKS
-    total = len(families) * len(checks)
-    done = 0
+    families = {n: get_family(n) for n in args.family} if args.family else all_families()
+    checks = dict(CPU_CHECKS)
+    close = None
+    if args.gpu:
+        extra, close = gpu_checks(args.weights)
+        checks.update(extra)
+    total, done = len(families) * len(checks), 0
 
     def progress(family: str, check: str) -> None:
         nonlocal done
         done += 1
+        line = f"[{done}/{total}] {family}: {check}"
         if sys.stderr.isatty():
-            print(f"\r[{done}/{total}] {family}: {check}".ljust(60), end="", file=sys.stderr, flush=True)
+            print("\r" + line.ljust(70), end="", file=sys.stderr, flush=True)
+        elif check == next(iter(checks)):
+            print(line, file=sys.stderr, flush=True)
 
-    results = run_checks(families, checks, progress)
+    try:
+        results = run_checks(families.values(), checks, progress)
+    finally:
+        if close:
+            close()
     if sys.stderr.isatty():
-        print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
-    by_family: dict[str, dict[str, Any]] = {}
-    for r in results:
-        by_family.setdefault(r.family, {})[r.check] = r
-    if args.json:
-        data = [{"family": r.family, "check": r.check, "status": r.status.value, "reason": r.reason,
-                 "details": r.details, "data": {k: v for k, v in r.data.items() if not k.endswith(".rendered")}}
-                for r in results]
-        text = json.dumps({"results": data}, indent=2, ensure_ascii=False)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
-    if args.json != "-":
-        rows = []
-        for family, cells in by_family.items():
-            template = cells["template"]
-            source = sorted({v for k, v in template.data.items() if k.endswith(".template_source")})
-            why = [f"{c.check}: {c.reason}" for c in cells.values() if c.status in (Status.SKIP, Status.FAIL)]
-            rows.append([family, ",".join(source) or "-", *(cells[c].status.value for c in checks),
-                         (why[0][:90] if why else "")])
-        print(table(rows, ["family", "template source", *checks, "why (first skip/fail)"]))
-        counts = {s.value: sum(r.status is s for r in results) for s in Status}
-        print("\n" + ", ".join(f"{n} {s}" for s, n in counts.items()))
-        deviations = [r for r in results if r.status is Status.DEVIATION]
-        if deviations:
-            print("\ndeclared deviations:")
-            for r in deviations:
-                print(f"  {r.family} {r.check}: {r.reason}")
+        print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
+    rep = report.build(results, list(checks), families)
+    for path, text in ((args.json, lambda: json.dumps(rep, indent=1, ensure_ascii=False)),
+                       (args.html, lambda: report.to_html(rep)), (args.markdown, lambda: report.to_markdown(rep))):
+        if path:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text() + "\n")
+    rows = []
+    for family, row in rep["families"].items():
+        cells = row["checks"]
+        source = sorted({v for k, v in cells["template"]["data"].items() if k.endswith(".template_source")})
+        why = [f"{c}: {cell['reason']}" for c, cell in cells.items() if cell["status"] in ("skip", "fail")]
+        rows.append([family, ",".join(source) or "-", *(cells[c]["status"] for c in checks), (why[0][:90] if why else "")])
+    print(table(rows, ["family", "template source", *checks, "why (first skip/fail)"]))
+    env = rep["environment"]
+    print(f"\nvllm {env['vllm']}, transformers {env['transformers']}, torch {env['torch']}, gpu {env['gpu']}")
+    print(", ".join(f"{n} {s}" for s, n in rep["summary"].items()))
+    devs = report.deviations(rep)
+    if devs:
+        print("\ndeclared deviations:")
+        for family, check, reason in devs:
+            print(f"  {family} {check}: {reason}")
     return 1 if any(r.status is Status.FAIL for r in results) else 0
+
+
+def cmd_diff(args) -> int:
+    from vlcheck import diff
+
+    with open(args.old) as f:
+        old = json.load(f)
+    with open(args.new) as f:
+        new = json.load(f)
+    d = diff.compare(old, new)
+    print(diff.to_text(d), end="")
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(diff.to_markdown(d))
+    return 1 if d.regressed else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -162,15 +181,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help='print {"prompts": [...]}')
     p.set_defaults(func=cmd_render)
 
-    p = sub.add_parser("check", help="run the conformance checks; exit 1 on any failure")
+    p = sub.add_parser("check", help="run the checks over all families and write the report; exit 1 on failure")
     p.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable)")
-    p.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE ('-': stdout only)")
+    p.add_argument("--gpu", action="store_true", help="also run the GPU tier (generation, cache)")
+    p.add_argument("--weights", choices=("auto", "real", "synthetic"), default="auto",
+                   help="GPU tier weights (default: real where cached, else synthetic)")
+    p.add_argument("--json", metavar="FILE", help="write the report as JSON (the input of `vlcheck diff`)")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("diff", help="compare two `check --json` reports; exit 1 on any regression")
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--markdown", metavar="FILE", help="also write the diff as Markdown (a pull-request comment)")
+    p.set_defaults(func=cmd_diff)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM's INFO lines would bury the table
     try:
         return args.func(args)
     except UnknownFamily as e:
