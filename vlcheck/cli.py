@@ -144,6 +144,12 @@ def cmd_check(args) -> int:
     return 1 if any(r.status is Status.FAIL for r in results) else 0
 
 
+def cmd_run(args) -> int:
+    from vlcheck.run_example import main as run_main
+
+    return run_main(args)
+
+
 def cmd_diff(args) -> int:
     from vlcheck import diff
 
@@ -190,6 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("run", help="the example script's job for one family, on a GPU (cache checks done right)")
+    from vlcheck.run_example import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("diff", help="compare two `check --json` reports; exit 1 on any regression")
     p.add_argument("old")

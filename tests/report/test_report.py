@@ -1,0 +1,98 @@
+"""The report a person reads before approving an upgrade, and the diff CI gates on."""
+
+import copy
+import json
+from html.parser import HTMLParser
+
+import pytest
+
+from vlcheck import cli, diff, report
+from vlcheck.checks import check_spec, check_template, run_checks
+from vlcheck.registry import all_families
+
+
+@pytest.fixture(scope="module")
+def rep():
+    families = all_families()
+    results = run_checks(families.values(), {"spec": check_spec, "template": check_template})
+    return report.build(results, ["spec", "template"], families)
+
+
+class _Cells(HTMLParser):
+    """Row headers and cell statuses of the matrix, and the summary counts, as a browser sees them."""
+
+    def __init__(self):
+        super().__init__()
+        self.families, self.counts, self.links, self.anchors = [], {}, [], set()
+        self._in_fam = self._count = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "th" and a.get("class") == "fam":
+            self._in_fam = True
+        if tag == "b" and a.get("class") == "count":
+            self._count = a["data-status"]
+        if tag == "a" and a.get("href", "").startswith("#"):
+            self.links.append(a["href"][1:])
+        if tag == "section" and "id" in a:
+            self.anchors.add(a["id"])
+        if tag in ("link", "script", "img") and any(v and v.startswith("http") for v in a.values()):
+            raise AssertionError(f"the report fetches {a}")
+
+    def handle_data(self, data):
+        if self._in_fam:
+            self.families.append(data)
+            self._in_fam = False
+        if self._count:
+            self.counts[self._count] = int(data)
+            self._count = None
+
+
+def test_html_shows_every_family_and_the_json_counts(rep):
+    page = _Cells()
+    page.feed(report.to_html(rep))
+    assert page.families == list(rep["families"]) and len(page.families) == len(all_families())
+    assert page.counts == rep["summary"]
+    assert page.links and set(page.links) <= page.anchors  # every failure/skip links to its detail
+
+
+def test_markdown_lists_declared_deviations(rep):
+    text = report.to_markdown(rep)
+    assert "### Declared deviations" in text and "**llava** template" in text
+
+
+def _with_status(rep, family, check, status, reason="broken"):
+    new = copy.deepcopy(rep)
+    new["families"][family]["checks"][check].update(status=status, reason=reason)
+    return new
+
+
+def test_diff_flags_a_newly_failing_check(rep):
+    d = diff.compare(rep, _with_status(rep, "qwen2_vl", "template", "fail"))
+    assert d.regressed and d.regressions == ["qwen2_vl template: pass -> fail: broken"]
+    assert "❌ regressions" in diff.to_markdown(d)
+
+
+def test_diff_pass_to_deviation_is_a_regression_and_skip_is_lost_coverage(rep):
+    new = _with_status(_with_status(rep, "qwen2_vl", "template", "declared deviation"), "qwen2_5_vl", "template", "skip")
+    d = diff.compare(rep, new)
+    assert [r.split(":")[0] for r in d.regressions] == ["qwen2_vl template"]
+    assert [r.split(":")[0] for r in d.lost_coverage] == ["qwen2_5_vl template"]
+
+
+def test_diff_shows_a_moved_prompt(rep):
+    new = copy.deepcopy(rep)
+    prompts = new["families"]["llava"]["checks"]["spec"]["data"]["prompts"]
+    prompts[5] = prompts[5].replace("\\nASSISTANT:", " ASSISTANT:")
+    d = diff.compare(rep, new)
+    assert not d.regressed and any(m.startswith("llava spec: prompts changed") for m in d.moved)
+
+
+def test_diff_command_exit_codes(rep, tmp_path, capsys):
+    old, same, bad = tmp_path / "old.json", tmp_path / "same.json", tmp_path / "bad.json"
+    old.write_text(json.dumps(rep))
+    same.write_text(json.dumps(rep))
+    bad.write_text(json.dumps(_with_status(rep, "llava", "spec", "fail")))
+    assert cli.main(["diff", str(old), str(same)]) == 0
+    assert cli.main(["diff", str(old), str(bad), "--markdown", str(tmp_path / "pr.md")]) == 1
+    assert "REGRESSED" in capsys.readouterr().out and (tmp_path / "pr.md").read_text().startswith("## vlcheck diff")
