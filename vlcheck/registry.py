@@ -261,6 +261,7 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
         notes=tuple(r.get("notes", list, [])),
         drifts=tuple(drifts),
         deviations=deviations,
+        known_broken=r.get("known_broken", dict, {}),
     )
     r.done()
     overridden = (engine_args.get("hf_overrides") or {}).get("architectures")

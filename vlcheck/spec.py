@@ -223,6 +223,11 @@ class Variant:
     failing, and the report lists it so nobody forgets it. Example: llava-1.5's hand prompt puts a
     newline before `ASSISTANT:` where its chat template puts a space."""
 
+    known_broken: dict[str, str] = field(default_factory=dict)
+    """Hostile-input cases (`vlcheck.hostile.CASES`, by name) where the installed vLLM is known to
+    break, each with the reason and vLLM version. Their tests are strict expected failures, so
+    they flip to a pass the day vLLM fixes them."""
+
     @property
     def tensor_parallel_size(self) -> int:
         return int(self.engine_args.get("tensor_parallel_size", 1))

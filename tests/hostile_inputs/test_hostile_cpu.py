@@ -1,0 +1,27 @@
+"""Bad and hostile inputs through vLLM's processor on CPU, per family with a checkpoint.
+
+Outcomes (handled / rejected) are locked in `snapshots/test_hostile_cpu/<family>-<variant>.txt`;
+a "broken" outcome fails, unless the spec lists the case under `known_broken` (then it is a
+strict expected failure that flips when vLLM fixes it).
+"""
+
+import pytest
+
+from vlcheck.hostile import document, run_cpu
+from vlcheck.synthetic import NotBuildable
+from vlcheck.templates import TemplateUnavailable
+
+
+def test_hostile_inputs_on_cpu(family, variant, family_snapshot):
+    try:
+        outcomes = run_cpu(family, variant)
+    except NotBuildable as err:
+        pytest.skip(f"no checkpoint: {err}")
+    except TemplateUnavailable as err:
+        pytest.skip(f"the example renders with the model's chat template: {err}")
+    broken = [o for o in outcomes if o.kind == "broken"]
+    unexpected = [o.line() for o in broken if o.case not in variant.known_broken]
+    stale = [c for c in variant.known_broken if c not in {o.case for o in broken}]
+    assert not unexpected, f"{family.name}: broken on vLLM's processor:\n" + "\n".join(unexpected)
+    assert not stale, f"{family.name}: known_broken cases now work (remove them from the spec): {stale}"
+    assert family_snapshot == document(family, variant, outcomes, "vLLM processor, CPU")

@@ -1,0 +1,240 @@
+"""Bad and hostile inputs, and what each family does with them.
+
+Every case runs through vLLM's processor (CPU) or engine (GPU) and ends in one outcome:
+- handled: processed, with one placeholder range per item (and how: token counts, converted);
+- rejected: a clear error (its message, shortened);
+- broken: a crash with an internal error, a hang, or a wrong placeholder count.
+Handled and rejected are locked in the family's snapshot, so an upgrade that changes them shows;
+broken fails the test.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import signal
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from vlcheck import media
+from vlcheck.spec import Variant
+
+TIMEOUT_S = 60
+OTHER_PLACEHOLDERS = ("<image>", "<|image_pad|>", "<start_of_image>", "[IMG]", "<|image|>", "<video>")
+
+# Exceptions that state a problem with the input: a clear rejection. Anything else (AssertionError,
+# IndexError, KeyError, ZeroDivisionError, ...) escaping vLLM is an internal failure: broken.
+CLEAR_ERRORS = ("ValueError", "TypeError", "VLLMValidationError", "UnidentifiedImageError", "OSError",
+                "DecompressionBombError", "NotImplementedError")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    question: Callable[[Variant, str], str] | None = None
+    """The question to ask instead of the example's (given the variant and its modality)."""
+
+    data: Callable[[Variant, str], tuple[str, Any, int]] | None = None
+    """The (modality, multi_modal_data value, number of items) to send instead of one test item."""
+
+
+def _placeholder(variant: Variant, modality: str) -> str:
+    return variant.modalities[modality].render(1) or "<image>"
+
+
+def _image(mode: str, size=(224, 224)):
+    return lambda v, m: ("image", media.image(3, size, mode), 1)
+
+
+def _truncated_jpeg(v, m):
+    from PIL import Image
+
+    buf = io.BytesIO()
+    media.image(4).save(buf, "JPEG")
+    return "image", Image.open(io.BytesIO(buf.getvalue()[: len(buf.getvalue()) // 3])), 1
+
+
+def _sixteen_bit(v, m):
+    import numpy as np
+    from PIL import Image
+
+    return "image", Image.fromarray((np.arange(224 * 224, dtype=np.uint16).reshape(224, 224) * 3)), 1
+
+
+def _rgba(v, m):
+    img = media.image(5).convert("RGBA")
+    img.putalpha(80)
+    return "image", img, 1
+
+
+def _video(frames: int):
+    def data(v: Variant, m: str):
+        if "video" not in v.modalities:
+            return None
+        clip = media.video(7, frames=frames)
+        return "video", ((clip, media.video_metadata(frames)) if v.modalities["video"].video_metadata else clip), 1
+    return data
+
+
+def _over_limit(v: Variant, m: str):
+    limit = (v.limit_for(m, v.max_images or 1) or {}).get(m, 1)
+    return m, media.items(m, limit + 1), limit + 1
+
+
+def _unsupported_modality(v: Variant, m: str):
+    other = "video" if "video" not in v.modalities else "image"
+    if other in v.modalities:
+        return None
+    return other, media.items(other, 1)[0], 1
+
+
+CASES: tuple[Case, ...] = (
+    Case("own placeholder in question", question=lambda v, m: f"What is {_placeholder(v, m)} here?"),
+    Case("other families' placeholders in question", question=lambda v, m: "Compare " + " and ".join(
+        p for p in OTHER_PLACEHOLDERS if p != _placeholder(v, m)) + "."),
+    Case("empty question", question=lambda v, m: ""),
+    Case("100k-character question", question=lambda v, m: "why " * 25_000),
+    Case("unicode, right-to-left, NUL and control characters",
+         question=lambda v, m: "¿Qué? 你好 مرحبا بالعالم \u202eevil\u202c \x00\x01\x07\x1b[31m\t\r\n end"),
+    Case("1x1 image", data=_image("RGB", (1, 1))),
+    Case("1x8000 image", data=_image("RGB", (1, 8000))),
+    Case("8000x1 image", data=_image("RGB", (8000, 1))),
+    Case("64-megapixel image", data=_image("RGB", (8000, 8000))),
+    Case("grayscale (L) image", data=_image("L")),
+    Case("palette (P) image", data=_image("P")),
+    Case("RGBA image with transparency", data=_rgba),
+    Case("CMYK image", data=_image("CMYK")),
+    Case("16-bit image", data=_sixteen_bit),
+    Case("truncated JPEG", data=_truncated_jpeg),
+    Case("1-frame video", data=_video(1)),
+    Case("256-frame video", data=_video(256)),
+    Case("more items than limit_mm_per_prompt", data=_over_limit),
+    Case("modality the family does not take", data=_unsupported_modality),
+)
+
+
+@dataclass
+class Outcome:
+    case: str
+    kind: str  # handled | rejected | broken | not applicable
+    how: str
+
+    def line(self) -> str:
+        return f"{self.case}: {self.kind}: {self.how}"
+
+
+class Hang(Exception):
+    pass
+
+
+@contextmanager
+def deadline(seconds: int):
+    """Raise Hang if the block runs longer than `seconds` (main thread only; else no limit)."""
+    def alarm(*_):
+        raise Hang(f"no answer after {seconds} s")
+
+    try:
+        previous = signal.signal(signal.SIGALRM, alarm)
+    except ValueError:  # not the main thread
+        yield
+        return
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def shorten(message: str, limit: int = 160) -> str:
+    """An error message without addresses, paths and object ids, so snapshots are stable."""
+    text = re.sub(r"0x[0-9a-f]+", "0x…", message.splitlines()[0] if message else "")
+    text = re.sub(r"(/[\w.\-]+)+/", "…/", text)
+    text = re.sub(r"\d{5,}", "N", text)
+    return text[:limit]
+
+
+def root_cause(err: BaseException) -> BaseException:
+    """vLLM wraps processor errors ("Failed to apply X on data={...}"): the innermost one says why."""
+    seen = set()
+    while (err.__cause__ or err.__context__) is not None and id(err) not in seen:
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return err
+
+
+def classify_error(err: BaseException) -> tuple[str, str]:
+    if isinstance(err, Hang):
+        return "broken", f"hang: {err}"
+    cause = root_cause(err)
+    clear = any(c.__name__ in CLEAR_ERRORS for c in type(cause).__mro__) or \
+        any(c.__name__ in CLEAR_ERRORS for c in type(err).__mro__) and cause is err
+    where = f"{type(err).__name__} <- " if cause is not err else ""
+    return ("rejected" if clear else "broken"), f"{where}{type(cause).__name__}: {shorten(str(cause))}"
+
+
+def prompt_for(variant: Variant, modality: str, question: str, count: int) -> str:
+    """The family's prompt for any question and item count (also beyond the example's limit)."""
+    from vlcheck.render import fill, messages
+
+    if variant.prompt.template is not None:
+        return fill(variant.prompt.template, question=question, placeholder=variant.modalities[modality].render(count))
+    from vlcheck.templates import chat_renderer
+
+    return chat_renderer()(variant, messages(variant, modality, question, count))
+
+
+def run_cpu(spec, variant: Variant) -> list[Outcome]:
+    """Every case through vLLM's processor on the family's synthetic checkpoint."""
+    from vlcheck import vllm_api
+    from vlcheck.render import default_questions
+    from vlcheck.synthetic import checkpoint_dir
+
+    local = checkpoint_dir(spec, variant)
+    modality = "image" if "image" in variant.modalities else next(iter(variant.modalities))
+    args = variant.engine_args_for(modality, variant.max_images or 1)
+    max_len = args.get("max_model_len")
+    processors: dict[str, Any] = {}
+
+    def processor(m: str):
+        if m not in processors:
+            extra = variant.engine_args_for(m, variant.max_images or 1) if m in variant.modalities else {
+                **args, "limit_mm_per_prompt": {**(args.get("limit_mm_per_prompt") or {}), m: 1}}
+            processors[m] = vllm_api.create_processor(str(local), extra)
+        return processors[m]
+
+    default_question = default_questions(variant, modality)[0]
+    outcomes = []
+    for case in CASES:
+        question = case.question(variant, modality) if case.question else default_question
+        data = case.data(variant, modality) if case.data else (modality, media.items(modality, 1)[0], 1)
+        if data is None:
+            outcomes.append(Outcome(case.name, "not applicable", f"the family takes {', '.join(variant.modalities)}"))
+            continue
+        data_modality, value, count = data
+        prompt_modality = data_modality if data_modality in variant.modalities else modality
+        try:
+            with deadline(TIMEOUT_S):
+                prompt = prompt_for(variant, prompt_modality, question, count)
+                out = vllm_api.apply_processor(processor(data_modality), prompt, {data_modality: value})
+        except Exception as err:  # noqa: BLE001 - every failure is an outcome to classify
+            kind, how = classify_error(err)
+            outcomes.append(Outcome(case.name, kind, how))
+            continue
+        ranges = out["placeholders"].get(data_modality, [])
+        tokens = len(out["prompt_token_ids"])
+        if len(ranges) != count:
+            outcomes.append(Outcome(case.name, "broken", f"{len(ranges)} placeholder range(s) for {count} item(s)"))
+            continue
+        how = f"{tokens} prompt tokens, item tokens {[length for _, length in ranges]}"
+        if max_len and tokens > max_len:
+            how += f" (over max_model_len {max_len}: the engine must reject it)"
+        outcomes.append(Outcome(case.name, "handled", how))
+    return outcomes
+
+
+def document(spec, variant: Variant, outcomes: list[Outcome], where: str) -> str:
+    lines = [f"# bad and hostile inputs ({where}): {spec.name} [{variant.kind}]"]
+    lines += [o.line() for o in outcomes]
+    return "\n".join(lines) + "\n"
