@@ -238,3 +238,60 @@ def document(spec, variant: Variant, outcomes: list[Outcome], where: str) -> str
     lines = [f"# bad and hostile inputs ({where}): {spec.name} [{variant.kind}]"]
     lines += [o.line() for o in outcomes]
     return "\n".join(lines) + "\n"
+
+
+UUID_REUSE = "uuid reused for a different image"
+
+
+def run_gpu(spec, variant: Variant, handle) -> list[Outcome]:
+    """Every case through a live engine; after each request that was not handled, the same
+    engine must still answer a normal one. Plus the uuid-reuse case (cache keyed by uuid alone)."""
+    from vlcheck.engines import cache_counters
+    from vlcheck.gpu_checks import greedy, still_serves
+    from vlcheck.render import default_questions
+
+    llm = handle.llm
+    modality = "image" if "image" in variant.modalities else next(iter(variant.modalities))
+    default_question = default_questions(variant, modality)[0]
+    outcomes = []
+    for case in CASES:
+        question = case.question(variant, modality) if case.question else default_question
+        data = case.data(variant, modality) if case.data else (modality, media.items(modality, 1)[0], 1)
+        if data is None:
+            outcomes.append(Outcome(case.name, "not applicable", f"the family takes {', '.join(variant.modalities)}"))
+            continue
+        data_modality, value, count = data
+        prompt_modality = data_modality if data_modality in variant.modalities else modality
+        try:
+            with deadline(TIMEOUT_S * 3):
+                prompt = prompt_for(variant, prompt_modality, question, count)
+                out = llm.generate([{"prompt": prompt, "multi_modal_data": {data_modality: value}}],
+                                   greedy(max_tokens=2), use_tqdm=False)[0]
+            outcome = Outcome(case.name, "handled", f"{len(out.prompt_token_ids)} prompt tokens, "
+                                                    f"finish {out.outputs[0].finish_reason}")
+        except Exception as err:  # noqa: BLE001
+            kind, how = classify_error(err)
+            outcome = Outcome(case.name, kind, how)
+        if outcome.kind != "handled" and not still_serves(spec, variant, handle):
+            outcome = Outcome(case.name, "broken", outcome.how + "; the engine no longer answers a normal request")
+        outcomes.append(outcome)
+
+    if "image" in variant.modalities:
+        prompt = prompt_for(variant, "image", default_question, 1)
+        uuid = f"{spec.name}-{variant.kind}-reused"
+        a, b = media.image(11), media.image(12)
+        first = llm.generate([{"prompt": prompt, "multi_modal_data": {"image": a}, "multi_modal_uuids": {"image": uuid}}],
+                             greedy(), use_tqdm=False)[0]
+        before = cache_counters(llm)
+        second = llm.generate([{"prompt": prompt, "multi_modal_data": {"image": b}, "multi_modal_uuids": {"image": uuid}}],
+                              greedy(), use_tqdm=False)[0]
+        hits = cache_counters(llm)["hits"] - before["hits"]
+        fresh = llm.generate([{"prompt": prompt, "multi_modal_data": {"image": b}}], greedy(), use_tqdm=False)[0]
+        stale = hits >= 1
+        same_as_a = list(second.outputs[0].token_ids) == list(first.outputs[0].token_ids)
+        differs_from_b = list(second.outputs[0].token_ids) != list(fresh.outputs[0].token_ids)
+        how = (f"the second image was answered from the first image's cache entry ({hits:.0f} hit): STALE FEATURES"
+               if stale else "the second image was processed afresh (no cache hit)")
+        how += f"; output equals image A's: {same_as_a}, differs from image B's own: {differs_from_b}"
+        outcomes.append(Outcome(UUID_REUSE, "handled", how))
+    return outcomes
