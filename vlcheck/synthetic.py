@@ -134,9 +134,9 @@ def make_tokenizer(special: list[str], named: dict[str, str], vocab_size: int = 
     standard = {k: v for k, v in named.items() if k in ("bos_token", "eos_token", "pad_token", "unk_token")}
     if standard:
         fast.add_special_tokens(standard)
-    for key, value in named.items():  # processor-facing names such as image_token
-        if key not in standard:
-            setattr(fast, key, value)
+    others = {k: v for k, v in named.items() if k not in standard}
+    if others:  # processor-facing names (image_token, boi_token, ...): saved, with <name>_id properties
+        fast._set_model_specific_special_tokens(special_tokens=others)
     return fast
 
 
@@ -179,9 +179,15 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
     else:
         raise NotBuildable(f"{spec.name}: neither transformers nor vLLM has a config class for "
                            f"model_type {recipe.model_type!r}")
+    # A whole sub-config given as a table (with its model_type) is built as a config object
+    # first, so that it is shrunk and wired like the rest; other overrides apply after shrinking.
+    whole = {k: v for k, v in recipe.config.items() if isinstance(v, dict) and "model_type" in v}
+    for dotted, value in whole.items():
+        _set_path(config, dotted, CONFIG_MAPPING[value["model_type"]](**copy.deepcopy(value)))
     shrink(config)
     for dotted, value in recipe.config.items():
-        _set_path(config, dotted, copy.deepcopy(value))
+        if dotted not in whole:
+            _set_path(config, dotted, copy.deepcopy(value))
 
     tokenizer = make_tokenizer(special_tokens_of(spec, variant, recipe), recipe.tokenizer)
     vocab = tokenizer.get_vocab()
