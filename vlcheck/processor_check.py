@@ -50,6 +50,9 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         top = variant.max_images or 1
         try:
             processor = vllm_api.create_processor(str(local), variant.engine_args_for(modality, top))
+        except ImportError as err:  # an optional package the model's processor needs
+            return CheckResult(spec.name, "processor", Status.SKIP,
+                               f"{where} vLLM's processor for {spec.name} needs a package that is not installed: {err}")
         except Exception as err:
             problems.append(f"{spec.name}: vLLM could not build its processor: {type(err).__name__}: {str(err)[:300]}")
             continue

@@ -190,10 +190,11 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
             _set_path(config, dotted, copy.deepcopy(value))
 
     tokenizer = make_tokenizer(special_tokens_of(spec, variant, recipe), recipe.tokenizer)
+    processor = _make_processor(recipe, tokenizer)  # may add tokens (PaliGemma's <locNNNN>): before sizing
     vocab = tokenizer.get_vocab()
     for attr, token in recipe.token_ids.items():
         _set_path(config, attr, vocab[token])
-    size = (len(vocab) + 63) // 64 * 64
+    size = (len(tokenizer) + 63) // 64 * 64
     for holder in [config, *(getattr(config, s, None) for s in SUB_CONFIGS)]:
         if holder is not None and hasattr(holder, "vocab_size") and holder is not getattr(config, "vision_config", None):
             holder.vocab_size = size
@@ -204,7 +205,6 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
                 setattr(holder, key, vocab[token])
     config.architectures = [variant.architecture]
 
-    processor = _make_processor(recipe, tokenizer)
     processor.save_pretrained(out)
     config.save_pretrained(out)
     if weights:
@@ -240,6 +240,11 @@ def _make_processor(recipe: Recipe, tokenizer):
     attributes = proc_cls.get_attributes() if hasattr(proc_cls, "get_attributes") else ["image_processor", "tokenizer"]
     if image_cls is not None and "image_processor" in attributes:
         parts["image_processor"] = image_cls(**recipe.image_processor)
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+
+    feature_name = FEATURE_EXTRACTOR_MAPPING_NAMES.get(mt)  # e.g. Gemma3n's audio front end
+    if feature_name and "feature_extractor" in attributes:
+        parts["feature_extractor"] = getattr(transformers, feature_name)()
     video_name = VIDEO_PROCESSOR_MAPPING_NAMES.get(mt)
     if video_name and "video_processor" in attributes:
         parts["video_processor"] = getattr(transformers, video_name)()
