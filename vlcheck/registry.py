@@ -312,6 +312,12 @@ def _read_recipe(r: _Reader | None) -> Recipe | None:
         processor_class=r.get("processor_class", str),
         image_processor_class=r.get("image_processor_class", str),
         image_processor=r.get("image_processor", dict, {}),
+        video_processor_class=r.get("video_processor_class", str),
+        video_processor=r.get("video_processor", dict, {}),
+        token_positions=r.get("token_positions", dict, {}),
+        config_class=r.get("config_class", str),
+        remote_code=r.get("remote_code", dict, {}),
+        saved_config_keys=r.get("saved_config_keys", dict, {}),
         tokenizer=r.get("tokenizer", dict, {}),
         unsupported=r.get("unsupported", str),
     )

@@ -288,6 +288,27 @@ class Recipe:
     image_processor: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for the image processor class."""
 
+    video_processor_class: str | None = None
+    """The video processor class by import path, overriding transformers' auto mapping."""
+
+    video_processor: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the video processor class."""
+
+    token_positions: dict[str, int] = field(default_factory=dict)
+    """Special tokens pinned at fixed ids (the vocabulary is padded with filler tokens up to them),
+    for processors that hard-code the real tokenizer's ids."""
+
+    config_class: str | None = None
+    """The config class by import path, for a model type neither registry knows."""
+
+    remote_code: dict[str, str] = field(default_factory=dict)
+    """Auto classes shipped as the checkpoint's own code (loaded with trust_remote_code): auto class
+    -> import path of a class whose module imports only transformers."""
+
+    saved_config_keys: dict[str, str] = field(default_factory=dict)
+    """Top-level config.json keys renamed after saving, for config classes whose __init__ reads a
+    sub-config under another name than the attribute it sets (`text_config = "language_config"`)."""
+
     tokenizer: dict[str, str] = field(default_factory=dict)
     """Named special tokens of the tokenizer (`bos_token`, `eos_token`, `image_token`, ...)."""
 

@@ -116,7 +116,8 @@ def _corpus() -> list[str]:
     return lines
 
 
-def make_tokenizer(special: list[str], named: dict[str, str], vocab_size: int = 1024):
+def make_tokenizer(special: list[str], named: dict[str, str], vocab_size: int = 1024,
+                   pinned: dict[str, int] | None = None):
     """A byte-level BPE trained on a generated corpus, plus every special token of the family."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -129,8 +130,15 @@ def make_tokenizer(special: list[str], named: dict[str, str], vocab_size: int = 
     tok.train_from_iterator(_corpus(), trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
                                    pad_token="<pad>")
+    pinned = pinned or {}
+    for token, index in sorted(pinned.items(), key=lambda kv: kv[1]):
+        # Processors that hard-code the real tokenizer's ids: pad with filler tokens up to the id.
+        if index < len(fast):
+            raise NotBuildable(f"token {token!r} cannot be pinned at id {index}: {len(fast)} ids are taken")
+        fast.add_tokens([f"<|vlcheck_filler_{i}|>" for i in range(len(fast), index)])
+        fast.add_special_tokens({"additional_special_tokens": [token]}, replace_extra_special_tokens=False)
     extra = [t for t in dict.fromkeys(list(special) + list(named.values())) if t not in fast.get_vocab()]
-    fast.add_special_tokens({"additional_special_tokens": extra})
+    fast.add_special_tokens({"additional_special_tokens": [*pinned, *extra]})
     standard = {k: v for k, v in named.items() if k in ("bos_token", "eos_token", "pad_token", "unk_token")}
     if standard:
         fast.add_special_tokens(standard)
@@ -172,7 +180,9 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
 
     from vlcheck import vllm_api
 
-    if recipe.model_type in CONFIG_MAPPING:
+    if recipe.config_class:
+        config = _import(recipe.config_class)()
+    elif recipe.model_type in CONFIG_MAPPING:
         config = CONFIG_MAPPING[recipe.model_type]()
     elif (vllm_cls := vllm_api.vllm_config_class(recipe.model_type)) is not None:
         config = vllm_cls()
@@ -189,7 +199,8 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
         if dotted not in whole:
             _set_path(config, dotted, copy.deepcopy(value))
 
-    tokenizer = make_tokenizer(special_tokens_of(spec, variant, recipe), recipe.tokenizer)
+    tokenizer = make_tokenizer(special_tokens_of(spec, variant, recipe), recipe.tokenizer,
+                               pinned=recipe.token_positions)
     processor = _make_processor(recipe, tokenizer)  # may add tokens (PaliGemma's <locNNNN>): before sizing
     vocab = tokenizer.get_vocab()
     for attr, token in recipe.token_ids.items():
@@ -207,6 +218,19 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
 
     processor.save_pretrained(out)
     config.save_pretrained(out)
+    if recipe.saved_config_keys or recipe.remote_code:
+        saved = json.loads((out / "config.json").read_text())
+        for key, name in recipe.saved_config_keys.items():
+            saved[name] = saved.pop(key)
+        for auto, path in recipe.remote_code.items():  # e.g. AutoConfig = "vllm....DotsOCRConfig"
+            import inspect
+
+            cls = _import(path)
+            module = inspect.getmodule(cls)
+            stem = module.__name__.rpartition(".")[2]
+            shutil.copyfile(inspect.getsourcefile(module), out / f"{stem}.py")
+            saved.setdefault("auto_map", {})[auto] = f"{stem}.{cls.__name__}"
+        (out / "config.json").write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
     if weights:
         _save_weights(config, out)
 
@@ -246,8 +270,10 @@ def _make_processor(recipe: Recipe, tokenizer):
     if feature_name and "feature_extractor" in attributes:
         parts["feature_extractor"] = getattr(transformers, feature_name)()
     video_name = VIDEO_PROCESSOR_MAPPING_NAMES.get(mt)
-    if video_name and "video_processor" in attributes:
-        parts["video_processor"] = getattr(transformers, video_name)()
+    video_cls = _import(recipe.video_processor_class) if recipe.video_processor_class else (
+        getattr(transformers, video_name) if video_name else None)
+    if video_cls is not None and "video_processor" in attributes:
+        parts["video_processor"] = video_cls(**recipe.video_processor)
     return proc_cls(**parts, **recipe.processor)
 
 
