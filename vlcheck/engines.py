@@ -128,6 +128,13 @@ class EngineCache:
         self.close()
         from vllm import LLM
 
+        from vlcheck import vllm_api
+
+        try:  # fails fast, and names a missing optional package, before an engine is started
+            vllm_api.create_processor(local, args)
+        except ImportError as err:
+            raise EngineUnavailable(f"{spec.name}: its processor needs a package that is not installed: {err}", True)
+
         start = time.perf_counter()
         try:
             llm = LLM(**args)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import re
 import signal
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -27,6 +28,9 @@ OTHER_PLACEHOLDERS = ("<image>", "<|image_pad|>", "<start_of_image>", "[IMG]", "
 # IndexError, KeyError, ZeroDivisionError, ...) escaping vLLM is an internal failure: broken.
 CLEAR_ERRORS = ("ValueError", "TypeError", "VLLMValidationError", "UnidentifiedImageError", "OSError",
                 "DecompressionBombError", "NotImplementedError")
+# vLLM states some input problems as RuntimeError; these messages are clear about the cause.
+CLEAR_MESSAGES = re.compile(r"Expected there to be \d+ prompt placeholders|At most \d+ \w+\(s\) may be provided|"
+                            r"Failed to apply prompt replacement")
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,82 @@ class Hang(Exception):
     pass
 
 
+class OverMemory(Exception):
+    pass
+
+
+MEMORY_LIMIT_GB = 4
+"""What one case may allocate beyond the already-loaded processor before it counts as broken."""
+
+
+def _vm_size() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def guarded(fn: Callable[[], Any], timeout_s: int = TIMEOUT_S, memory_gb: int = MEMORY_LIMIT_GB) -> Any:
+    """Run `fn` in a forked child with an address-space limit and a deadline, so that a case
+    that blows up (a 1x8000 image turned into a 20 GB array) cannot take the runner down.
+    Returns fn's result or raises its exception, Hang, or OverMemory."""
+    import os
+    import pickle
+    import resource
+    import select
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(read)
+        try:
+            limit = _vm_size() + memory_gb * (1 << 30)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            try:
+                payload = ("ok", fn())
+            except MemoryError:
+                payload = ("memory", None)
+            except BaseException as err:  # noqa: BLE001 - sent to the parent to classify
+                cause = root_cause(err)
+                payload = ("error", (type(err).__name__, str(err)[:2000], type(cause).__name__, str(cause)[:2000],
+                                     [c.__name__ for c in type(cause).__mro__]))
+            os.write(write, pickle.dumps(payload))
+        finally:
+            os._exit(0)
+    os.close(write)
+    chunks, deadline_at = [], time.monotonic() + timeout_s
+    try:
+        while True:
+            left = deadline_at - time.monotonic()
+            if left <= 0 or not select.select([read], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                raise Hang(f"no answer after {timeout_s} s")
+            chunk = os.read(read, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    if not chunks:
+        raise OverMemory(f"the process died (needs more than {memory_gb} GB?)")
+    kind, value = pickle.loads(b"".join(chunks))
+    if kind == "memory":
+        raise OverMemory(f"needs more than {memory_gb} GB of memory")
+    if kind == "error":
+        raise ChildError(*value)
+    return value
+
+
+class ChildError(Exception):
+    """An exception raised in the guarded child, with its root cause's type and message."""
+
+    def __init__(self, name: str, message: str, cause_name: str, cause_message: str, cause_mro: list[str]):
+        super().__init__(message)
+        self.name, self.cause_name, self.cause_message, self.cause_mro = name, cause_name, cause_message, cause_mro
+
+
 @contextmanager
 def deadline(seconds: int):
     """Raise Hang if the block runs longer than `seconds` (main thread only; else no limit)."""
@@ -167,9 +247,16 @@ def root_cause(err: BaseException) -> BaseException:
 def classify_error(err: BaseException) -> tuple[str, str]:
     if isinstance(err, Hang):
         return "broken", f"hang: {err}"
+    if isinstance(err, OverMemory):
+        return "broken", f"resource blow-up: {err}"
+    if isinstance(err, ChildError) and err.cause_name == "MemoryError":
+        return "broken", f"resource blow-up: {err.name} <- MemoryError (over {MEMORY_LIMIT_GB} GB)"
+    if isinstance(err, ChildError):
+        clear = any(n in CLEAR_ERRORS for n in err.cause_mro) or bool(CLEAR_MESSAGES.search(err.cause_message))
+        where = f"{err.name} <- " if (err.name, str(err)) != (err.cause_name, err.cause_message) else ""
+        return ("rejected" if clear else "broken"), f"{where}{err.cause_name}: {shorten(err.cause_message)}"
     cause = root_cause(err)
-    clear = any(c.__name__ in CLEAR_ERRORS for c in type(cause).__mro__) or \
-        any(c.__name__ in CLEAR_ERRORS for c in type(err).__mro__) and cause is err
+    clear = any(c.__name__ in CLEAR_ERRORS for c in type(cause).__mro__) or bool(CLEAR_MESSAGES.search(str(cause)))
     where = f"{type(err).__name__} <- " if cause is not err else ""
     return ("rejected" if clear else "broken"), f"{where}{type(cause).__name__}: {shorten(str(cause))}"
 
@@ -205,6 +292,7 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
         return processors[m]
 
     default_question = default_questions(variant, modality)[0]
+    prompt_for(variant, modality, default_question, 1)  # raises TemplateUnavailable before any case runs
     outcomes = []
     for case in CASES:
         question = case.question(variant, modality) if case.question else default_question
@@ -214,10 +302,10 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
             continue
         data_modality, value, count = data
         prompt_modality = data_modality if data_modality in variant.modalities else modality
+        prompt = prompt_for(variant, prompt_modality, question, count)
+        proc = processor(data_modality)
         try:
-            with deadline(TIMEOUT_S):
-                prompt = prompt_for(variant, prompt_modality, question, count)
-                out = vllm_api.apply_processor(processor(data_modality), prompt, {data_modality: value})
+            out = guarded(lambda: vllm_api.apply_processor(proc, prompt, {data_modality: value}))
         except Exception as err:  # noqa: BLE001 - every failure is an outcome to classify
             kind, how = classify_error(err)
             outcomes.append(Outcome(case.name, kind, how))
@@ -253,6 +341,7 @@ def run_gpu(spec, variant: Variant, handle) -> list[Outcome]:
     llm = handle.llm
     modality = "image" if "image" in variant.modalities else next(iter(variant.modalities))
     default_question = default_questions(variant, modality)[0]
+    prompt_for(variant, modality, default_question, 1)  # raises TemplateUnavailable before any case runs
     outcomes = []
     for case in CASES:
         question = case.question(variant, modality) if case.question else default_question

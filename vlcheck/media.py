@@ -14,6 +14,8 @@ def image(index: int = 0, size: tuple[int, int] | None = None, mode: str = "RGB"
     from PIL import Image
 
     w, h = size or IMAGE_SIZES[index % len(IMAGE_SIZES)]
+    if w * h > 1 << 22:  # huge images: draw at 1/16 and upscale (an int64 grid would take GBs)
+        return image(index, (max(w // 16, 1), max(h // 16, 1)), mode).resize((w, h), Image.NEAREST)
     y, x = np.mgrid[0:h, 0:w]
     rgb = np.stack([(x * 255 // max(w - 1, 1) + index * 37) % 256,
                     (y * 255 // max(h - 1, 1) + index * 91) % 256,
