@@ -15,7 +15,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("vlcheck")
     group.addoption("--vlcheck-family", action="append", default=[], metavar="NAME",
                     help="only check these families (repeatable); default: all specs")
-    group.addoption("--vlcheck-weights", choices=("auto", "real", "synthetic"), default="auto",
+    group.addoption("--vlcheck-weights", choices=("auto", "real", "synthetic", "seeded"), default="auto",
                     help="GPU tier: real checkpoints (HF cache / Hub), synthetic ones, or real where available")
     group.addoption("--vlcheck-update-goldens", action="store_true",
                     help="GPU tier: record greedy goldens instead of comparing with them")

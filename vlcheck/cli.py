@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="run the checks over all families and write the report; exit 1 on failure")
     p.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable)")
     p.add_argument("--gpu", action="store_true", help="also run the GPU tier (generation, cache)")
-    p.add_argument("--weights", choices=("auto", "real", "synthetic"), default="auto",
+    p.add_argument("--weights", choices=("auto", "real", "synthetic", "seeded"), default="auto",
                    help="GPU tier weights (default: real where cached, else synthetic)")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON (the input of `vlcheck diff`)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")

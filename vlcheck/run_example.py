@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-generate", action="store_true")
     p.add_argument("--use-different-prompt-per-request", action="store_true")
     p.add_argument("--verify-mm-cache-hit-with-uuids", action="store_true")
-    p.add_argument("--weights", choices=("auto", "real", "synthetic"), default="auto")
+    p.add_argument("--weights", choices=("auto", "real", "synthetic", "seeded"), default="auto")
 
 
 def _stop_ids(variant, llm, weights: str) -> list[int] | None:
