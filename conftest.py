@@ -15,6 +15,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("vlcheck")
     group.addoption("--vlcheck-family", action="append", default=[], metavar="NAME",
                     help="only check these families (repeatable); default: all specs")
+    group.addoption("--vlcheck-variant", choices=("single", "multi_image"), default=None,
+                    help="only this example of each family (the GPU runner uses one process per family-config)")
     group.addoption("--vlcheck-weights", choices=("auto", "real", "synthetic", "seeded"), default="auto",
                     help="GPU tier: real checkpoints (HF cache / Hub), synthetic ones, or real where available")
     group.addoption("--vlcheck-update-goldens", action="store_true",
@@ -41,7 +43,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     families = [all_families()[n] for n in selected_families(metafunc.config)]
     if "variant" in metafunc.fixturenames:
-        pairs = [(f, v) for f in families for v in f.variants]
+        only = metafunc.config.getoption("--vlcheck-variant")
+        pairs = [(f, v) for f in families for v in f.variants if only in (None, v.kind)]
         metafunc.parametrize(("family", "variant"), pairs, ids=[f"{f.name}-{v.kind}" for f, v in pairs])
     else:
         metafunc.parametrize("family", families, ids=[f.name for f in families])
