@@ -27,10 +27,6 @@ def greedy(**kwargs):
     return SamplingParams(**{"temperature": 0.0, "max_tokens": 8, "logprobs": 5, **kwargs})
 
 
-def first_modality(variant: Variant) -> str:
-    return "image" if "image" in variant.modalities else next(iter(variant.modalities))
-
-
 @dataclass
 class ShapeRun:
     shape: str
@@ -74,7 +70,7 @@ class StopRun:
 def stop_run(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> StopRun | None:
     """Greedy once; then again with the third generated token as a stop id: generation must end
     there with finish_reason "stop" and that stop_reason."""
-    modality = first_modality(variant)
+    modality = variant.primary_modality
     request = {"prompt": example_prompts(spec, variant, modality)[0],
                "multi_modal_data": {modality: media_data(variant, modality, 1)}}
     first = handle.llm.generate([request], greedy(max_tokens=6, ignore_eos=True), use_tqdm=False)[0].outputs[0]
@@ -101,7 +97,7 @@ class CacheRun:
 def uuid_resend(spec: FamilySpec, variant: Variant, handle: EngineHandle, form: str, tag: str) -> CacheRun:
     """The example's flow: N requests with media and uuids, then the same with empty media and
     the same uuids, in `form` "list" (`[None]`, works) or "none" (`None`, the example's)."""
-    modality = first_modality(variant)
+    modality = variant.primary_modality
     prompts = example_prompts(spec, variant, modality)
     requests = build(prompts, modality, media_data(variant, modality, 1, offset=zlib.crc32(tag.encode()) % 1000), NUM_PROMPTS,
                      different_prompts=True, uuid_prefix=f"{spec.name}-{variant.kind}-{tag}")
@@ -117,7 +113,7 @@ def uuid_resend(spec: FamilySpec, variant: Variant, handle: EngineHandle, form: 
 
 def unknown_uuid_error(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> str | None:
     """Empty media with a uuid the cache never saw: vLLM's error text, or None if it accepted it."""
-    modality = first_modality(variant)
+    modality = variant.primary_modality
     request = {"prompt": example_prompts(spec, variant, modality)[0], "multi_modal_data": {modality: [None]},
                "multi_modal_uuids": {modality: [f"{spec.name}-never-sent"]}}
     try:
@@ -129,7 +125,7 @@ def unknown_uuid_error(spec: FamilySpec, variant: Variant, handle: EngineHandle)
 
 def still_serves(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> bool:
     """After a rejected request the same engine must still answer a normal one."""
-    modality = first_modality(variant)
+    modality = variant.primary_modality
     request = {"prompt": example_prompts(spec, variant, modality)[0],
                "multi_modal_data": {modality: media_data(variant, modality, 1)}}
     out = handle.llm.generate([request], greedy(max_tokens=2), use_tqdm=False)

@@ -272,14 +272,39 @@ def prompt_for(variant: Variant, modality: str, question: str, count: int) -> st
     return chat_renderer()(variant, messages(variant, modality, question, count))
 
 
+def case_requests(variant: Variant):
+    """Each case as (case, request): the request is (prompt, modality, media, item count), or an
+    Outcome when the case does not apply. Raises TemplateUnavailable before the first case when
+    the family's prompt needs a chat template that is not available."""
+    from vlcheck.render import default_questions
+
+    modality = variant.primary_modality
+    default_question = default_questions(variant, modality)[0]
+    prompt_for(variant, modality, default_question, 1)
+    for case in CASES:
+        question = case.question(variant, modality) if case.question else default_question
+        data = case.data(variant, modality) if case.data else (modality, media.items(modality, 1)[0], 1)
+        if data is None:
+            yield case, Outcome(case.name, "not applicable", f"the family takes {', '.join(variant.modalities)}")
+            continue
+        data_modality, value, count = data
+        prompt_modality = data_modality if data_modality in variant.modalities else modality
+        yield case, (prompt_for(variant, prompt_modality, question, count), data_modality, value, count)
+
+
+def run_cases(variant: Variant, attempt: Callable[..., Outcome]) -> list[Outcome]:
+    """Each case's outcome: `attempt(case, prompt, modality, media, count)` for those that apply."""
+    return [request if isinstance(request, Outcome) else attempt(case, *request)
+            for case, request in case_requests(variant)]
+
+
 def run_cpu(spec, variant: Variant) -> list[Outcome]:
     """Every case through vLLM's processor on the family's synthetic checkpoint."""
     from vlcheck import vllm_api
-    from vlcheck.render import default_questions
     from vlcheck.synthetic import checkpoint_dir
 
     local = checkpoint_dir(spec, variant)
-    modality = "image" if "image" in variant.modalities else next(iter(variant.modalities))
+    modality = variant.primary_modality
     args = variant.engine_args_for(modality, variant.max_images or 1)
     max_len = args.get("max_model_len")
     processors: dict[str, Any] = {}
@@ -291,34 +316,22 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
             processors[m] = vllm_api.create_processor(str(local), extra)
         return processors[m]
 
-    default_question = default_questions(variant, modality)[0]
-    prompt_for(variant, modality, default_question, 1)  # raises TemplateUnavailable before any case runs
-    outcomes = []
-    for case in CASES:
-        question = case.question(variant, modality) if case.question else default_question
-        data = case.data(variant, modality) if case.data else (modality, media.items(modality, 1)[0], 1)
-        if data is None:
-            outcomes.append(Outcome(case.name, "not applicable", f"the family takes {', '.join(variant.modalities)}"))
-            continue
-        data_modality, value, count = data
-        prompt_modality = data_modality if data_modality in variant.modalities else modality
-        prompt = prompt_for(variant, prompt_modality, question, count)
+    def attempt(case: Case, prompt: str, data_modality: str, value: Any, count: int) -> Outcome:
         proc = processor(data_modality)
         try:
             out = guarded(lambda: vllm_api.apply_processor(proc, prompt, {data_modality: value}))
         except Exception as err:  # noqa: BLE001 - every failure is an outcome to classify
-            kind, how = classify_error(err)
-            outcomes.append(Outcome(case.name, kind, how))
-            continue
+            return Outcome(case.name, *classify_error(err))
         ranges = out["placeholders"].get(data_modality, [])
         tokens = len(out["prompt_token_ids"])
         if len(ranges) != count:
-            outcomes.append(Outcome(case.name, "broken", f"{len(ranges)} placeholder range(s) for {count} item(s)"))
-            continue
+            return Outcome(case.name, "broken", f"{len(ranges)} placeholder range(s) for {count} item(s)")
         how = f"{tokens} prompt tokens, item tokens {[length for _, length in ranges]}"
         if max_len and tokens > max_len:
             how += f" (over max_model_len {max_len}: the engine must reject it)"
-        outcomes.append(Outcome(case.name, "handled", how))
+        return Outcome(case.name, "handled", how)
+
+    outcomes = run_cases(variant, attempt)
     return outcomes
 
 
@@ -339,31 +352,21 @@ def run_gpu(spec, variant: Variant, handle) -> list[Outcome]:
     from vlcheck.render import default_questions
 
     llm = handle.llm
-    modality = "image" if "image" in variant.modalities else next(iter(variant.modalities))
-    default_question = default_questions(variant, modality)[0]
-    prompt_for(variant, modality, default_question, 1)  # raises TemplateUnavailable before any case runs
-    outcomes = []
-    for case in CASES:
-        question = case.question(variant, modality) if case.question else default_question
-        data = case.data(variant, modality) if case.data else (modality, media.items(modality, 1)[0], 1)
-        if data is None:
-            outcomes.append(Outcome(case.name, "not applicable", f"the family takes {', '.join(variant.modalities)}"))
-            continue
-        data_modality, value, count = data
-        prompt_modality = data_modality if data_modality in variant.modalities else modality
+    default_question = default_questions(variant, variant.primary_modality)[0]
+    def attempt(case: Case, prompt: str, data_modality: str, value: Any, count: int) -> Outcome:
         try:
             with deadline(TIMEOUT_S * 3):
-                prompt = prompt_for(variant, prompt_modality, question, count)
                 out = llm.generate([{"prompt": prompt, "multi_modal_data": {data_modality: value}}],
                                    greedy(max_tokens=2), use_tqdm=False)[0]
             outcome = Outcome(case.name, "handled", f"{len(out.prompt_token_ids)} prompt tokens, "
                                                     f"finish {out.outputs[0].finish_reason}")
-        except Exception as err:  # noqa: BLE001
-            kind, how = classify_error(err)
-            outcome = Outcome(case.name, kind, how)
+        except Exception as err:  # noqa: BLE001 - every failure is an outcome to classify
+            outcome = Outcome(case.name, *classify_error(err))
         if outcome.kind != "handled" and not still_serves(spec, variant, handle):
             outcome = Outcome(case.name, "broken", outcome.how + "; the engine no longer answers a normal request")
-        outcomes.append(outcome)
+        return outcome
+
+    outcomes = run_cases(variant, attempt)
 
     if "image" in variant.modalities:
         prompt = prompt_for(variant, "image", default_question, 1)

@@ -229,6 +229,11 @@ class Variant:
     they flip to a pass the day vLLM fixes them."""
 
     @property
+    def primary_modality(self) -> str:
+        """The modality single-request checks use: image where the example takes it."""
+        return "image" if "image" in self.modalities else next(iter(self.modalities))
+
+    @property
     def tensor_parallel_size(self) -> int:
         return int(self.engine_args.get("tensor_parallel_size", 1))
 
