@@ -10,6 +10,7 @@ import difflib
 import os
 import string
 import tomllib
+import typing
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
@@ -271,8 +272,7 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
     return variant
 
 
-_DRIFT_KINDS = ("whitespace", "placeholder-lost", "engine-arg-renamed", "engine-arg-changed", "model-renamed",
-                "prompt-changed")
+_DRIFT_KINDS = typing.get_args(typing.get_type_hints(Drift)["kind"])
 
 
 def load_spec(path: str | Path) -> FamilySpec:

@@ -7,7 +7,6 @@ this module builds the messages and hands them to a `ChatRenderer` (see `vlcheck
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from vlcheck.spec import PARTS, PARTS_TEXT_FIRST, FamilySpec, Variant
