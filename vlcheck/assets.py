@@ -16,15 +16,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-SMALL_FILES = (
-    "tokenizer_config.json", "chat_template.json", "chat_template.jinja", "special_tokens_map.json",
-    "added_tokens.json", "generation_config.json", "config.json", "preprocessor_config.json",
-    "processor_config.json",
-)
-VOCAB_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model")
-"""Tokenizer vocabularies: large, fetched only by checks that need them."""
-
-
 class Status(enum.Enum):
     FOUND = "found"
     MISSING_OFFLINE = "missing offline"

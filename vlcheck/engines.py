@@ -40,6 +40,9 @@ class EngineHandle:
     model_dir: str
     start_seconds: float
     args: dict[str, Any] = field(default_factory=dict)
+    processor: Any = None
+    """vLLM's multimodal processor for the same checkpoint and args, run on CPU: the reference
+    the engine's prompt token counts are compared with."""
 
 
 def gpu_count() -> int:
@@ -134,7 +137,7 @@ class EngineCache:
         from vlcheck import vllm_api
 
         try:  # fails fast, and names a missing optional package, before an engine is started
-            vllm_api.create_processor(local, args)
+            processor = vllm_api.create_processor(local, args)
         except ImportError as err:
             raise EngineUnavailable(f"{spec.name}: its processor needs a package that is not installed: {err}", True)
 
@@ -144,7 +147,7 @@ class EngineCache:
         except Exception as err:
             self.failures[key] = f"{spec.name}: the engine failed to start: {type(err).__name__}: {str(err)[:500]}"
             raise EngineUnavailable(self.failures[key], False) from err
-        self.current = EngineHandle(key, llm, used, local, time.perf_counter() - start, args)
+        self.current = EngineHandle(key, llm, used, local, time.perf_counter() - start, args, processor)
         return self.current
 
     def close(self) -> None:

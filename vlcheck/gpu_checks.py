@@ -37,8 +37,7 @@ class ShapeRun:
     seconds: float
 
 
-def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality: str, count: int,
-              processor=None) -> ShapeRun:
+def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality: str, count: int) -> ShapeRun:
     """The example's requests for one shape (--num-prompts 4, a different prompt per request),
     and the prompt token counts vLLM's CPU processor gives for the same inputs."""
     prompts = request_prompts(example_prompts(spec, variant, modality, count), NUM_PROMPTS, True)
@@ -47,15 +46,13 @@ def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality
     start = time.perf_counter()
     outs = handle.llm.generate(inputs, greedy(), use_tqdm=False)
     seconds = time.perf_counter() - start
-    processor = processor or vllm_api.create_processor(handle.model_dir, handle.args)
-    expected = [len(vllm_api.apply_processor(processor, p, {modality: data})["prompt_token_ids"]) for p in prompts]
+    expected = [len(vllm_api.apply_processor(handle.processor, p, {modality: data})["prompt_token_ids"]) for p in prompts]
     return ShapeRun(f"{modality} x{count}", [len(o.prompt_token_ids) for o in outs], expected,
                     [o.outputs[0].finish_reason for o in outs], goldens.from_outputs(outs), seconds)
 
 
 def generation_runs(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> list[ShapeRun]:
-    processor = vllm_api.create_processor(handle.model_dir, handle.args)
-    return [run_shape(spec, variant, handle, m, c, processor) for m in variant.modalities for c in variant.item_counts()]
+    return [run_shape(spec, variant, handle, m, c) for m in variant.modalities for c in variant.item_counts()]
 
 
 @dataclass

@@ -5,20 +5,11 @@ from __future__ import annotations
 import re
 
 from vlcheck import media, vllm_api
-from vlcheck.render import NeedsChatTemplate, default_questions, render_prompt
+from vlcheck.render import default_questions
+from vlcheck.requests import example_prompt
 from vlcheck.results import CheckResult, Status
 from vlcheck.spec import FamilySpec, Variant
 from vlcheck.synthetic import NotBuildable, checkpoint_dir
-
-
-def _prompt(spec: FamilySpec, variant: Variant, modality: str, count: int) -> str:
-    question = default_questions(variant, modality)[0]
-    try:
-        return render_prompt(spec, variant, modality, question, count)
-    except NeedsChatTemplate:
-        from vlcheck.templates import chat_renderer
-
-        return render_prompt(spec, variant, modality, question, count, chat_renderer())
 
 
 def explain(err: Exception, spec: FamilySpec, modality: str, count: int) -> str:
@@ -58,7 +49,7 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
             continue
         for count in variant.item_counts():
             try:
-                prompt = _prompt(spec, variant, modality, count)
+                prompt = example_prompt(spec, variant, modality, default_questions(variant, modality)[0], count)
             except Exception as err:  # the model's chat template is not available
                 return CheckResult(spec.name, "processor", Status.SKIP, f"{where} {err}")
             data = media.items(modality, count, placeholder.video_metadata)

@@ -17,17 +17,20 @@ from vlcheck.render import NeedsChatTemplate, default_questions, render_prompt, 
 from vlcheck.spec import FamilySpec, Variant
 
 
-def example_prompts(spec: FamilySpec, variant: Variant, modality: str, count: int = 1) -> list[str]:
-    """The example's prompts (one per question), through the model's chat template if needed."""
-    prompts = []
-    for question in default_questions(variant, modality):
-        try:
-            prompts.append(render_prompt(spec, variant, modality, question, count))
-        except NeedsChatTemplate:
-            from vlcheck.templates import chat_renderer
+def example_prompt(spec: FamilySpec, variant: Variant, modality: str, question: str, count: int = 1) -> str:
+    """One prompt as the example makes it: by hand, or through the model's chat template
+    (raises TemplateUnavailable when that template cannot be had)."""
+    try:
+        return render_prompt(spec, variant, modality, question, count)
+    except NeedsChatTemplate:
+        from vlcheck.templates import chat_renderer
 
-            prompts.append(render_prompt(spec, variant, modality, question, count, chat_renderer()))
-    return prompts
+        return render_prompt(spec, variant, modality, question, count, chat_renderer())
+
+
+def example_prompts(spec: FamilySpec, variant: Variant, modality: str, count: int = 1) -> list[str]:
+    """The example's prompts, one per question."""
+    return [example_prompt(spec, variant, modality, q, count) for q in default_questions(variant, modality)]
 
 
 def media_data(variant: Variant, modality: str, count: int, offset: int = 0) -> Any:

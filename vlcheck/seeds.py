@@ -15,7 +15,7 @@ import io
 import os
 import re
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -123,7 +123,6 @@ class ExampleRun:
     lora_requests: list[Call] | None
     sampling_params: list[Call] | None
     chat_template: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class _StubModule(types.ModuleType):

@@ -4,7 +4,7 @@ A family is one key of vLLM's example `model_example_map` (e.g. `qwen2_5_vl`). I
 up to two *variants*: `single` (from `vision_language.py`: one image or one video per request)
 and `multi_image` (from `vision_language_multi_image.py`: N images in one prompt). Both variants
 share one schema, `Variant`, because the examples decide the same things for each: model, engine
-args, prompt, stops. Every field is documented once, here; the loader (`vlcheck.specs`) reads the
+args, prompt, stops. Every field is documented once, here; the loader (`vlcheck.registry`) reads the
 TOML into these classes and names file and field on any error.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Modality = Literal["image", "video"]
 MODALITIES: tuple[str, ...] = ("image", "video")
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor")
 """The per-family checks a spec may declare a deviation for."""
@@ -346,11 +345,6 @@ class FamilySpec:
     def model(self) -> str:
         return self.variants[0].model
 
-    def variant(self, kind: str) -> Variant:
-        found = self.single if kind == "single" else self.multi_image
-        if found is None:
-            raise KeyError(f"{self.name}: no {kind} variant (spec {self.path})")
-        return found
 
     @property
     def modalities(self) -> tuple[str, ...]:

@@ -47,10 +47,6 @@ class NotBuildable(RuntimeError):
     """The family's checkpoint cannot be synthesized (e.g. its config needs the model's remote code)."""
 
 
-def recipe_of(spec: FamilySpec) -> Recipe | None:
-    return spec.synthetic
-
-
 def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "vlcheck" / "checkpoints"))
 
@@ -79,7 +75,7 @@ def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: b
 
 def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False) -> Path:
     """The synthetic checkpoint folder for a variant, built on first use (raises NotBuildable)."""
-    recipe = recipe_of(spec)
+    recipe = spec.synthetic
     if recipe is None:
         raise NotBuildable(f"{spec.name}: no [synthetic] recipe in {spec.path}")
     if recipe.unsupported:
