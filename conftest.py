@@ -9,6 +9,7 @@ import pytest
 
 from vlcheck.registry import all_families
 from vlcheck.snapshots import FamilySnapshot
+from vlcheck.testing import expect_deviation
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -80,9 +81,10 @@ def weights_mode(pytestconfig) -> str:
 
 
 @pytest.fixture
-def engine(family, variant, engines, weights_mode):
+def engine(family, variant, engines, weights_mode, request):
     """The family-config's engine: skipped when the runner cannot host it (GPUs, weights),
-    failed when it does not start (that family's tests only)."""
+    failed when it does not start (that family's tests only). A declared `generation`
+    deviation (an engine known not to start or serve) turns the failure into a strict xfail."""
     from vlcheck.engines import EngineUnavailable
     from vlcheck.requests import example_prompts
     from vlcheck.templates import TemplateUnavailable
@@ -92,11 +94,14 @@ def engine(family, variant, engines, weights_mode):
             example_prompts(family, variant, modality)
     except TemplateUnavailable as err:
         pytest.skip(f"{family.name}: the example renders with the model's chat template: {err}")
+    expect_deviation(request, variant, "generation")
     try:
         return engines.get(family, variant, weights_mode)
     except EngineUnavailable as err:
         if err.skip:
             pytest.skip(str(err))
+        if "generation" in variant.deviations:
+            pytest.xfail(f"declared deviation: {variant.deviations['generation']} ({err})")
         pytest.fail(str(err), pytrace=False)
 
 

@@ -104,11 +104,20 @@ def gpu_checks(weights: str) -> tuple[dict[str, Check], Callable[[], None]]:
         for variant in spec.variants:
             try:
                 handle = engines.get(spec, variant, weights)
-                results.append(body(variant, handle))
+                result = body(variant, handle)
             except EngineUnavailable as err:
-                results.append(CheckResult(spec.name, check, Status.SKIP if err.skip else Status.FAIL, str(err)))
+                result = CheckResult(spec.name, check, Status.SKIP if err.skip else Status.FAIL, str(err))
+                if not err.skip and "generation" in variant.deviations:  # the engine is known not to start
+                    result = CheckResult(spec.name, check, Status.DEVIATION,
+                                         f"[{variant.kind}] {variant.deviations['generation']}", [str(err)])
             except TemplateUnavailable as err:
-                results.append(CheckResult(spec.name, check, Status.SKIP, f"[{variant.kind}] {err}"))
+                result = CheckResult(spec.name, check, Status.SKIP, f"[{variant.kind}] {err}")
+            except Exception as err:  # a request the engine rejected: this variant's cell fails
+                result = CheckResult(spec.name, check, Status.FAIL, f"[{variant.kind}] {type(err).__name__}: {str(err)[:300]}")
+            if result.status is Status.FAIL and check in variant.deviations:
+                result = CheckResult(spec.name, check, Status.DEVIATION, f"[{variant.kind}] {variant.deviations[check]}",
+                                     result.details, result.data)
+            results.append(result)
         return combine(spec.name, check, results)
 
     def generation(spec: FamilySpec) -> CheckResult:

@@ -7,20 +7,28 @@ synthetic checkpoint otherwise (`--vlcheck-weights auto|real|synthetic`).
 from __future__ import annotations
 
 import gc
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from vlcheck.spec import FamilySpec, Variant
 from vlcheck.synthetic import NotBuildable, checkpoint_dir
 
-# Engine args a synthetic checkpoint cannot honour, or that only waste time in a test.
+# Engine args a synthetic checkpoint cannot honour, or that only waste time in a test. Its 2
+# attention heads cannot be split over the real model's tensor-parallel GPUs, and need not be.
 DROPPED_FOR_SYNTHETIC = ("ignore_patterns", "quantization", "tokenizer", "tokenizer_mode", "revision",
-                         "gpu_memory_utilization", "max_num_batched_tokens")
+                         "gpu_memory_utilization", "max_num_batched_tokens", "tensor_parallel_size",
+                         "pipeline_parallel_size")
 TEST_ENGINE_ARGS = {"enforce_eager": True, "gpu_memory_utilization": 0.45, "max_num_seqs": 8, "seed": 0,
                     "disable_log_stats": False, "mm_processor_cache_gb": 4}
 """Shared by the generation and cache tests, so that one engine serves both: the processor
 cache on (the example's size), stats on (the cache counters), eager mode (fast start)."""
+SYNTHETIC_ENGINE_ARGS = {"gpu_memory_utilization": 0.04, "kv_cache_memory_bytes": 1 << 30}
+"""A tiny model needs little: a fixed 1 GiB KV cache skips vLLM's memory profiling, whose
+free-memory assertion fails when another engine on the same GPU frees memory meanwhile, so
+several family-configs can run side by side on one GPU (scripts/gpu-tier.sh JOBS=N)."""
 
 
 class EngineUnavailable(RuntimeError):
@@ -79,7 +87,23 @@ def variant_engine_args(variant: Variant) -> dict[str, Any]:
             args[key] = max(args[key], value) if key == "max_model_len" and key in args else value
     if limits:
         args["limit_mm_per_prompt"] = limits
+    if "logits_processors" in args:  # the example passes classes, the spec their import paths
+        args["logits_processors"] = [_as_fqcn(p) for p in args["logits_processors"]]
     return args
+
+
+def _as_fqcn(class_path: str) -> str:
+    """vLLM loads a logits processor named `module:Class`, not `module.Class`."""
+    return class_path if ":" in class_path else ":".join(class_path.rsplit(".", 1))
+
+
+def _position_limit(model_dir: str) -> int | None:
+    """The checkpoint's max_position_embeddings (vLLM refuses a longer max_model_len)."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    for sub in ("text_config", "language_config", "llm_config"):
+        if isinstance(config.get(sub), dict) and "max_position_embeddings" in config[sub]:
+            return int(config[sub]["max_position_embeddings"])
+    return config.get("max_position_embeddings")
 
 
 def engine_args(spec: FamilySpec, variant: Variant, weights: str, **overrides) -> tuple[dict, str, str]:
@@ -103,10 +127,10 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, **overrides) -
     except NotBuildable as err:
         raise EngineUnavailable(f"{spec.name}: no synthetic checkpoint: {err}", True) from None
     args = {k: v for k, v in args.items() if k not in DROPPED_FOR_SYNTHETIC}
-    args.update(TEST_ENGINE_ARGS, model=local, tokenizer=local)
+    args.update(TEST_ENGINE_ARGS, **SYNTHETIC_ENGINE_ARGS, model=local, tokenizer=local)
     if used == "synthetic-dummy":
         args["load_format"] = "dummy"
-    args["max_model_len"] = min(int(args.get("max_model_len", 4096)), 4096)
+    args["max_model_len"] = min(int(args.get("max_model_len", 4096)), 4096, _position_limit(local) or 4096)
     args.update(overrides)
     return args, used, local
 
@@ -119,13 +143,13 @@ class EngineCache:
         self.failures: dict[tuple, str] = {}
 
     def get(self, spec: FamilySpec, variant: Variant, weights: str, **overrides) -> EngineHandle:
-        needed = variant.gpus_needed
         have = gpu_count()
         if have == 0:
             raise EngineUnavailable("no CUDA GPU on this runner", True)
+        args, used, local = engine_args(spec, variant, weights, **overrides)
+        needed = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
         if needed > have:
             raise EngineUnavailable(f"{spec.name}: needs {needed} GPUs (tensor_parallel_size), this runner has {have}", True)
-        args, used, local = engine_args(spec, variant, weights, **overrides)
         key = (spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())))
         if key in self.failures:
             raise EngineUnavailable(self.failures[key], False)
@@ -154,18 +178,12 @@ class EngineCache:
         if self.current is None:
             return
         llm, self.current = self.current.llm, None
-        try:
-            llm.llm_engine.engine_core.shutdown()
-        except Exception:
-            pass
+        from vlcheck import vllm_api
+
+        vllm_api.shutdown_engine(llm)
         del llm
         gc.collect()
-        try:
-            import torch
-
-            torch.cuda.empty_cache()
-        except Exception:
-            pass
+        vllm_api.release_engine_memory()
 
 
 def cache_counters(llm) -> dict[str, float]:

@@ -148,6 +148,18 @@ def _vm_size() -> int:
     return 0
 
 
+def _single_threaded() -> None:
+    """In a forked child: torch's CPU thread pool was forked in whatever state the parent's
+    threads left it, and a processor that then runs a parallel op deadlocks (every llava-next-video
+    case hung after the processor tests had used the pool in the same pytest worker)."""
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+
+
 def guarded(fn: Callable[[], Any], timeout_s: int = TIMEOUT_S, memory_gb: int = MEMORY_LIMIT_GB) -> Any:
     """Run `fn` in a forked child with an address-space limit and a deadline, so that a case
     that blows up (a 1x8000 image turned into a 20 GB array) cannot take the runner down.
@@ -162,6 +174,7 @@ def guarded(fn: Callable[[], Any], timeout_s: int = TIMEOUT_S, memory_gb: int = 
     if pid == 0:  # child
         os.close(read)
         try:
+            _single_threaded()
             limit = _vm_size() + memory_gb * (1 << 30)
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
             try:

@@ -319,6 +319,7 @@ def _read_recipe(r: _Reader | None) -> Recipe | None:
         remote_code=r.get("remote_code", dict, {}),
         saved_config_keys=r.get("saved_config_keys", dict, {}),
         tokenizer=r.get("tokenizer", dict, {}),
+        vocabulary_map=r.get("vocabulary_map", str),
         unsupported=r.get("unsupported", str),
     )
     r.done()

@@ -2,8 +2,9 @@
 
 Same flags as `vision_language.py`. The differences: cache verification resends with
 `{"image": [None]}` (the form vLLM 0.24.0 honours; the example's `None` is silently dropped)
-and reports hits from vLLM's counters, not from matching outputs; offline, it runs on the
-family's synthetic checkpoint.
+and reports hits from vLLM's counters, not from matching outputs; the repeat simulation sends no
+uuids (the example's uuid_i per request defeats the cache); offline, it runs on the family's
+synthetic checkpoint.
 """
 
 from __future__ import annotations
@@ -70,8 +71,11 @@ def main(args: argparse.Namespace) -> int:
             item = (clip, media.video_metadata(len(clip))) if variant.modalities["video"].video_metadata else clip
         else:
             item = media.image(0) if count == 1 else [media.image(i) for i in range(count)]
+        # The example names every request's item uuid_i, even a repeated image: the cache, keyed
+        # by uuid alone, then never sees a repeat. Without uuids vLLM hashes the content, so the
+        # --image-repeat-prob simulation gets its hits; uuids are only sent to verify by them.
         requests = build(prompts, args.modality, item, args.num_prompts, args.use_different_prompt_per_request,
-                         args.image_repeat_prob, args.seed or 0)
+                         args.image_repeat_prob, args.seed or 0, with_uuids=args.verify_mm_cache_hit_with_uuids)
         if variant.sampling:
             sampling = SamplingParams(**variant.sampling)
         else:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 MODALITIES: tuple[str, ...] = ("image", "video")
-CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor")
+CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "cache")
 """The per-family checks a spec may declare a deviation for."""
 
 # Slots a prompt template or message content may use. `{placeholder}` is replaced by the
@@ -315,6 +315,10 @@ class Recipe:
 
     tokenizer: dict[str, str] = field(default_factory=dict)
     """Named special tokens of the tokenizer (`bos_token`, `eos_token`, `image_token`, ...)."""
+
+    vocabulary_map: str | None = None
+    """A config attribute set to the tokenizer's whole vocabulary (token -> id), for models that
+    read it from config.json (Chameleon's `vocabulary_map`)."""
 
     unsupported: str | None = None
     """Why this family cannot be synthesized; the checks that need a checkpoint skip with it."""

@@ -201,6 +201,8 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
     vocab = tokenizer.get_vocab()
     for attr, token in recipe.token_ids.items():
         _set_path(config, attr, vocab[token])
+    if recipe.vocabulary_map:
+        _set_path(config, recipe.vocabulary_map, dict(sorted(vocab.items(), key=lambda kv: kv[1])))
     size = (len(tokenizer) + 63) // 64 * 64
     for holder in [config, *(getattr(config, s, None) for s in SUB_CONFIGS)]:
         if holder is not None and hasattr(holder, "vocab_size") and holder is not getattr(config, "vision_config", None):

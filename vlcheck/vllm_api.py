@@ -28,6 +28,22 @@ def check_version() -> str | None:
     return None
 
 
+def shutdown_engine(llm) -> None:
+    """Stop an LLM's engine core process (the object itself is freed by the caller)."""
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    except Exception:
+        pass
+
+
+def release_engine_memory() -> None:
+    """After the LLM is freed: what vLLM's own test runner does between engines (distributed
+    state torn down, GPU memory emptied), so that the same process can start another."""
+    from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+    cleanup_dist_env_and_memory()
+
+
 def chat_template_fallback(model_type: str, model: str) -> Path | None:
     """The chat template vLLM falls back to for a model type without one of its own."""
     from vllm.transformers_utils.chat_templates.registry import get_chat_template_fallback_path

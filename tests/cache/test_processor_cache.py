@@ -4,6 +4,7 @@ counts (never with output equality alone: synthetic weights make outputs input-i
 import pytest
 
 from vlcheck.gpu_checks import NUM_PROMPTS, repeat_simulation, still_serves, unknown_uuid_error, uuid_resend
+from vlcheck.testing import expect_deviation
 
 pytestmark = pytest.mark.gpu
 
@@ -12,7 +13,8 @@ class MediaDropped(AssertionError):
     """The resend's media vanished: no cache query, and the prompt lost its expanded placeholder."""
 
 
-def test_resend_with_list_of_none_hits_the_cache(family, variant, engine):
+def test_resend_with_list_of_none_hits_the_cache(family, variant, engine, request):
+    expect_deviation(request, variant, "cache")
     run = uuid_resend(family, variant, engine, "list", "list")
     assert run.queries_added == NUM_PROMPTS and run.hits_added == NUM_PROMPTS, (run.queries_added, run.hits_added)
     assert run.resend_prompt_tokens == run.first_prompt_tokens
@@ -32,6 +34,8 @@ def test_resend_with_none_hits_the_cache(family, variant, engine):
 
 def test_unknown_uuid_is_a_cache_miss_error(family, variant, engine):
     error = unknown_uuid_error(family, variant, engine)
+    if "cache" in variant.deviations and (error is None or "Cache miss" not in error):
+        pytest.xfail(f"declared deviation: {variant.deviations['cache']} (got: {error})")
     assert error is not None and "Cache miss" in error, error
     assert still_serves(family, variant, engine), f"{family.name}: the engine stopped answering after the error"
 
