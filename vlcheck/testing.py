@@ -12,7 +12,4 @@ def expect_deviation(request: pytest.FixtureRequest, variant: Variant, check: st
     failure: it shows as xfail with the reason, and fails the day the deviation stops happening,
     so the spec gets corrected."""
     if check in variant.deviations:
-        # First in line: pytest applies the first xfail mark, and a test's own narrower one
-        # (`raises=...`) must not hide the declared deviation.
-        mark = pytest.mark.xfail(reason=f"declared deviation: {variant.deviations[check]}", strict=True)
-        request.node.add_marker(mark, append=False)
+        request.applymarker(pytest.mark.xfail(reason=f"declared deviation: {variant.deviations[check]}", strict=True))

@@ -21,10 +21,17 @@ def test_resend_with_list_of_none_hits_the_cache(family, variant, engine, reques
     assert run.resend_tokens == run.first_tokens
 
 
-@pytest.mark.xfail(raises=MediaDropped, strict=True,
-                   reason="vLLM 0.24.0 silently drops multi_modal_data={'image': None} (the example's form): no "
-                          "placeholder expansion, no cache query. Flips to a pass the day vLLM fixes it.")
-def test_resend_with_none_hits_the_cache(family, variant, engine):
+NONE_FORM_DROPPED = pytest.mark.xfail(
+    raises=MediaDropped, strict=True,
+    reason="vLLM 0.24.0 silently drops multi_modal_data={'image': None} (the example's form): no placeholder "
+           "expansion, no cache query. Flips to a pass the day vLLM fixes it.")
+
+
+def test_resend_with_none_hits_the_cache(family, variant, engine, request):
+    # Applied here, not as a decorator: pytest honours only the first xfail mark it finds at
+    # setup, which would hide a declared `generation` deviation applied by the engine fixture.
+    if "generation" not in variant.deviations:
+        request.applymarker(NONE_FORM_DROPPED)
     run = uuid_resend(family, variant, engine, "none", "none")
     if run.queries_added == 0 and all(r < f for r, f in zip(run.resend_prompt_tokens, run.first_prompt_tokens)):
         raise MediaDropped(f"{family.name}: prompt tokens {run.first_prompt_tokens} -> {run.resend_prompt_tokens}, "
