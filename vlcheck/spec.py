@@ -220,7 +220,9 @@ class Variant:
     """Known, accepted failures of a check, by check name (`template`, `stops`, ...), each with
     the reason. A failing check with a declared deviation reports "declared deviation" instead of
     failing, and the report lists it so nobody forgets it. Example: llava-1.5's hand prompt puts a
-    newline before `ASSISTANT:` where its chat template puts a space."""
+    newline before `ASSISTANT:` where its chat template puts a space. On the GPU tier, `generation`
+    (an engine known not to start or serve) and `cache` (empty media + uuid not served) make the
+    affected tests strict expected failures."""
 
     known_broken: dict[str, str] = field(default_factory=dict)
     """Hostile-input cases (`vlcheck.hostile.CASES`, by name) where the installed vLLM is known to
