@@ -9,7 +9,7 @@ import pytest
 
 from vlcheck.registry import all_families
 from vlcheck.snapshots import FamilySnapshot
-from vlcheck.testing import expect_deviation
+from vlcheck.testing import config_id, expect_deviation
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,7 +46,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "variant" in metafunc.fixturenames:
         only = metafunc.config.getoption("--vlcheck-variant")
         pairs = [(f, v) for f in families for v in f.variants if only in (None, v.kind)]
-        metafunc.parametrize(("family", "variant"), pairs, ids=[f"{f.name}-{v.kind}" for f, v in pairs])
+        metafunc.parametrize(("family", "variant"), pairs, ids=[config_id(f, v) for f, v in pairs])
     else:
         metafunc.parametrize("family", families, ids=[f.name for f in families])
 
@@ -80,8 +80,7 @@ def weights_mode(pytestconfig) -> str:
     return pytestconfig.getoption("--vlcheck-weights")
 
 
-@pytest.fixture
-def engine(family, variant, engines, weights_mode, request):
+def start_engine(family, variant, engines, weights_mode, request, **overrides):
     """The family-config's engine: skipped when the runner cannot host it (GPUs, weights),
     failed when it does not start (that family's tests only). A declared `generation`
     deviation (an engine known not to start or serve) turns the failure into a strict xfail."""
@@ -96,13 +95,27 @@ def engine(family, variant, engines, weights_mode, request):
         pytest.skip(f"{family.name}: the example renders with the model's chat template: {err}")
     expect_deviation(request, variant, "generation")
     try:
-        return engines.get(family, variant, weights_mode)
+        return engines.get(family, variant, weights_mode, **overrides)
     except EngineUnavailable as err:
         if err.skip:
             pytest.skip(str(err))
         if "generation" in variant.deviations:
             pytest.xfail(f"declared deviation: {variant.deviations['generation']} ({err})")
         pytest.fail(str(err), pytrace=False)
+
+
+@pytest.fixture
+def engine(family, variant, engines, weights_mode, request):
+    return start_engine(family, variant, engines, weights_mode, request)
+
+
+@pytest.fixture
+def engine_cache_off(family, variant, engines, weights_mode, request):
+    """The same family-config with the processor cache disabled: a second engine, so only with
+    --vlcheck-cache-off."""
+    if not request.config.getoption("--vlcheck-cache-off"):
+        pytest.skip("needs --vlcheck-cache-off (starts a second engine per family)")
+    return start_engine(family, variant, engines, weights_mode, request, mm_processor_cache_gb=0)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from vlcheck.results import CheckResult, Status, combine
+from vlcheck.results import CheckResult, Status, combine, declared_deviation
 from vlcheck.spec import FamilySpec
 
 Check = Callable[[FamilySpec], CheckResult]
@@ -107,17 +107,13 @@ def gpu_checks(weights: str) -> tuple[dict[str, Check], Callable[[], None]]:
                 result = body(variant, handle)
             except EngineUnavailable as err:
                 result = CheckResult(spec.name, check, Status.SKIP if err.skip else Status.FAIL, str(err))
-                if not err.skip and "generation" in variant.deviations:  # the engine is known not to start
-                    result = CheckResult(spec.name, check, Status.DEVIATION,
-                                         f"[{variant.kind}] {variant.deviations['generation']}", [str(err)])
+                # an engine known not to start: every GPU check of the variant shares that deviation
+                result = declared_deviation(result, variant, declared_as="generation")
             except TemplateUnavailable as err:
                 result = CheckResult(spec.name, check, Status.SKIP, f"[{variant.kind}] {err}")
             except Exception as err:  # a request the engine rejected: this variant's cell fails
                 result = CheckResult(spec.name, check, Status.FAIL, f"[{variant.kind}] {type(err).__name__}: {str(err)[:300]}")
-            if result.status is Status.FAIL and check in variant.deviations:
-                result = CheckResult(spec.name, check, Status.DEVIATION, f"[{variant.kind}] {variant.deviations[check]}",
-                                     result.details, result.data)
-            results.append(result)
+            results.append(declared_deviation(result, variant))
         return combine(spec.name, check, results)
 
     def generation(spec: FamilySpec) -> CheckResult:

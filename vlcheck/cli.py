@@ -52,19 +52,9 @@ def cmd_list(args) -> int:
     return 0
 
 
-def _jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    return value
-
-
 def cmd_show(args) -> int:
     spec = get_family(args.family)
-    data = _jsonable(spec)
+    data = dataclasses.asdict(spec)
     for variant in spec.variants:
         data[variant.kind]["gpus_needed"] = variant.gpus_needed
         data[variant.kind]["resolved_engine_args"] = {

@@ -15,7 +15,7 @@ import re
 
 from vlcheck.assets import ModelAssets, Status as AssetStatus
 from vlcheck.render import default_questions, messages, render_prompt
-from vlcheck.results import CheckResult, Status
+from vlcheck.results import CheckResult, Status, declared_deviation
 from vlcheck.spec import FamilySpec, Variant
 from vlcheck.templates import TemplateUnavailable, chat_renderer, resolve
 from vlcheck.textdiff import describe_difference
@@ -24,7 +24,7 @@ SPECIAL_TOKEN = re.compile(r"<\|[^<>|]+\|>|<[^<>\s]+>|\[[A-Z_]+\]")
 """What looks like a special token inside a placeholder: `<|image_pad|>`, `<image>`, `[IMG]`."""
 
 
-def _unavailable(spec: FamilySpec, check: str, variant: Variant, err: TemplateUnavailable) -> CheckResult:
+def template_unavailable(spec: FamilySpec, check: str, variant: Variant, err: TemplateUnavailable) -> CheckResult:
     status = Status.FAIL if err.is_failure else Status.SKIP
     return CheckResult(spec.name, check, status, f"[{variant.kind}] {err.reason}")
 
@@ -35,7 +35,7 @@ def template_conformance(spec: FamilySpec, variant: Variant) -> CheckResult:
     try:
         template = resolve(variant)
     except TemplateUnavailable as err:
-        return _unavailable(spec, check, variant, err)
+        return template_unavailable(spec, check, variant, err)
     render = chat_renderer()
     rendered, details, differing = [], [], []
     try:
@@ -53,20 +53,18 @@ def template_conformance(spec: FamilySpec, variant: Variant) -> CheckResult:
                             details.append(f"[{variant.kind} {modality} x{count}] " +
                                            describe_difference(hand, by_template, "example", "template"))
     except TemplateUnavailable as err:
-        return _unavailable(spec, check, variant, err)
+        return template_unavailable(spec, check, variant, err)
     data = {f"{variant.kind}.template_source": template.source, f"{variant.kind}.template_sha256": template.sha256,
             f"{variant.kind}.rendered": rendered}
     if variant.prompt.template is None:
         return CheckResult(spec.name, check, Status.PASS, f"[{variant.kind}] rendered with {template.source}", data=data)
     if not differing:
         return CheckResult(spec.name, check, Status.PASS, f"[{variant.kind}] hand == template", data=data)
-    if check in variant.deviations:
-        return CheckResult(spec.name, check, Status.DEVIATION, f"[{variant.kind}] {variant.deviations[check]}",
-                           details, data)
     shapes = ", ".join(sorted({f"{m} x{c}" for m, c in differing}))
-    return CheckResult(spec.name, check, Status.FAIL,
-                       f"[{variant.kind}] hand prompt differs from {template.source} ({shapes}); "
-                       "fix the spec or declare `deviations.template` with the reason", details, data)
+    return declared_deviation(CheckResult(spec.name, check, Status.FAIL,
+                                          f"[{variant.kind}] hand prompt differs from {template.source} ({shapes}); "
+                                          "fix the spec or declare `deviations.template` with the reason", details, data),
+                              variant)
 
 
 def stop_conformance(spec: FamilySpec, variant: Variant) -> CheckResult:
@@ -120,11 +118,9 @@ def stop_conformance(spec: FamilySpec, variant: Variant) -> CheckResult:
     data = {f"{variant.kind}.stop_ids": resolved + list(variant.stop_token_ids or ()),
             f"{variant.kind}.stop_id_tokens": facts, f"{variant.kind}.model_eos": model_eos}
     data[f"{variant.kind}.stop_problems"] = problems
-    if problems and check in variant.deviations:
-        return CheckResult(spec.name, check, Status.DEVIATION, f"[{variant.kind}] {variant.deviations[check]}",
-                           problems, data)
     if problems:
-        return CheckResult(spec.name, check, Status.FAIL, f"[{variant.kind}] " + problems[0], problems, data)
+        return declared_deviation(CheckResult(spec.name, check, Status.FAIL, f"[{variant.kind}] " + problems[0], problems,
+                                              data), variant)
     return CheckResult(spec.name, check, Status.PASS, f"[{variant.kind}] stops resolve: {data[f'{variant.kind}.stop_ids']}",
                        data=data)
 

@@ -28,10 +28,6 @@ class Diff:
         return bool(self.regressions)
 
 
-def _facts(cell: dict) -> dict:
-    return {k: v for k, v in cell.get("data", {}).items()}
-
-
 def compare(old: dict, new: dict) -> Diff:
     d = Diff(old["environment"], new["environment"])
     for family in sorted(set(old["families"]) | set(new["families"])):
@@ -57,7 +53,7 @@ def compare(old: dict, new: dict) -> Diff:
                 d.fixed.append(f"{where}: fail -> {now}")
             elif was != "skip" and now == "skip":
                 d.lost_coverage.append(f"{where}: {was} -> skip: {n['reason']}")
-            d.moved += _moved_facts(where, _facts(o), _facts(n))
+            d.moved += _moved_facts(where, o.get("data", {}), n.get("data", {}))
     return d
 
 

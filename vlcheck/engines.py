@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +44,9 @@ class EngineHandle:
     key: tuple
     llm: Any
     weights: str
-    """`real`, `synthetic` (seeded weights) or `synthetic-dummy` (vLLM's dummy loader)."""
+    """`real`, `seeded` (the synthetic checkpoint with fixed-seed weights) or `synthetic-dummy` (vLLM's dummy loader)."""
     model_dir: str
     start_seconds: float
-    args: dict[str, Any] = field(default_factory=dict)
     processor: Any = None
     """vLLM's multimodal processor for the same checkpoint and args, run on CPU: the reference
     the engine's prompt token counts are compared with."""
@@ -171,7 +170,7 @@ class EngineCache:
         except Exception as err:
             self.failures[key] = f"{spec.name}: the engine failed to start: {type(err).__name__}: {str(err)[:500]}"
             raise EngineUnavailable(self.failures[key], False) from err
-        self.current = EngineHandle(key, llm, used, local, time.perf_counter() - start, args, processor)
+        self.current = EngineHandle(key, llm, used, local, time.perf_counter() - start, processor)
         return self.current
 
     def close(self) -> None:

@@ -45,6 +45,9 @@ def compare(golden: list[dict], actual: list[dict]) -> list[str]:
                 problems.append(f"request {i} token {pos}: generated {at}, golden {gt}, and neither is in the "
                                 f"other's top-{len(g_top)} logprobs")
             break  # the sequences diverge from here on: nothing further to compare
+        else:
+            if len(g["token_ids"]) != len(a["token_ids"]):  # equal prefix, but one stopped earlier
+                problems.append(f"request {i}: {len(a['token_ids'])} tokens generated, golden {len(g['token_ids'])}")
     return problems
 
 

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from vlcheck import goldens, vllm_api
 from vlcheck.engines import EngineHandle, cache_counters
-from vlcheck.render import request_prompts
+from vlcheck.render import NUM_PROMPTS, request_prompts
 from vlcheck.requests import build, example_prompts, media_data
 from vlcheck.spec import FamilySpec, Variant
 
-NUM_PROMPTS = 4
 
 
 def greedy(**kwargs):
@@ -34,7 +33,6 @@ class ShapeRun:
     expected_prompt_tokens: list[int]
     finish_reasons: list[str]
     outputs: list[dict]
-    seconds: float
 
 
 def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality: str, count: int) -> ShapeRun:
@@ -43,12 +41,10 @@ def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality
     prompts = request_prompts(example_prompts(spec, variant, modality, count), NUM_PROMPTS, True)
     data = media_data(variant, modality, count)
     inputs = [{"prompt": p, "multi_modal_data": {modality: data}} for p in prompts]
-    start = time.perf_counter()
     outs = handle.llm.generate(inputs, greedy(), use_tqdm=False)
-    seconds = time.perf_counter() - start
     expected = [len(vllm_api.apply_processor(handle.processor, p, {modality: data})["prompt_token_ids"]) for p in prompts]
     return ShapeRun(f"{modality} x{count}", [len(o.prompt_token_ids) for o in outs], expected,
-                    [o.outputs[0].finish_reason for o in outs], goldens.from_outputs(outs), seconds)
+                    [o.outputs[0].finish_reason for o in outs], goldens.from_outputs(outs))
 
 
 def generation_runs(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> list[ShapeRun]:
@@ -88,7 +84,6 @@ class CacheRun:
     queries_added: float
     first_tokens: list[list[int]]
     resend_tokens: list[list[int]]
-    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def uuid_resend(spec: FamilySpec, variant: Variant, handle: EngineHandle, form: str, tag: str) -> CacheRun:

@@ -274,18 +274,15 @@ def classify_error(err: BaseException) -> tuple[str, str]:
     return ("rejected" if clear else "broken"), f"{where}{type(cause).__name__}: {shorten(str(cause))}"
 
 
-def prompt_for(variant: Variant, modality: str, question: str, count: int) -> str:
+def prompt_for(spec, variant: Variant, modality: str, question: str, count: int) -> str:
     """The family's prompt for any question and item count (also beyond the example's limit)."""
-    from vlcheck.render import fill, messages
-
-    if variant.prompt.template is not None:
-        return fill(variant.prompt.template, question=question, placeholder=variant.modalities[modality].render(count))
+    from vlcheck.render import render_prompt
     from vlcheck.templates import chat_renderer
 
-    return chat_renderer()(variant, messages(variant, modality, question, count))
+    return render_prompt(spec, variant, modality, question, count, chat_renderer(), within_limits=False)
 
 
-def case_requests(variant: Variant):
+def case_requests(spec, variant: Variant):
     """Each case as (case, request): the request is (prompt, modality, media, item count), or an
     Outcome when the case does not apply. Raises TemplateUnavailable before the first case when
     the family's prompt needs a chat template that is not available."""
@@ -293,7 +290,7 @@ def case_requests(variant: Variant):
 
     modality = variant.primary_modality
     default_question = default_questions(variant, modality)[0]
-    prompt_for(variant, modality, default_question, 1)
+    prompt_for(spec, variant, modality, default_question, 1)
     for case in CASES:
         question = case.question(variant, modality) if case.question else default_question
         data = case.data(variant, modality) if case.data else (modality, media.items(modality, 1)[0], 1)
@@ -302,13 +299,13 @@ def case_requests(variant: Variant):
             continue
         data_modality, value, count = data
         prompt_modality = data_modality if data_modality in variant.modalities else modality
-        yield case, (prompt_for(variant, prompt_modality, question, count), data_modality, value, count)
+        yield case, (prompt_for(spec, variant, prompt_modality, question, count), data_modality, value, count)
 
 
-def run_cases(variant: Variant, attempt: Callable[..., Outcome]) -> list[Outcome]:
+def run_cases(spec, variant: Variant, attempt: Callable[..., Outcome]) -> list[Outcome]:
     """Each case's outcome: `attempt(case, prompt, modality, media, count)` for those that apply."""
     return [request if isinstance(request, Outcome) else attempt(case, *request)
-            for case, request in case_requests(variant)]
+            for case, request in case_requests(spec, variant)]
 
 
 def run_cpu(spec, variant: Variant) -> list[Outcome]:
@@ -344,8 +341,7 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
             how += f" (over max_model_len {max_len}: the engine must reject it)"
         return Outcome(case.name, "handled", how)
 
-    outcomes = run_cases(variant, attempt)
-    return outcomes
+    return run_cases(spec, variant, attempt)
 
 
 def document(spec, variant: Variant, outcomes: list[Outcome], where: str) -> str:
@@ -379,10 +375,10 @@ def run_gpu(spec, variant: Variant, handle) -> list[Outcome]:
             outcome = Outcome(case.name, "broken", outcome.how + "; the engine no longer answers a normal request")
         return outcome
 
-    outcomes = run_cases(variant, attempt)
+    outcomes = run_cases(spec, variant, attempt)
 
     if "image" in variant.modalities:
-        prompt = prompt_for(variant, "image", default_question, 1)
+        prompt = prompt_for(spec, variant, "image", default_question, 1)
         uuid = f"{spec.name}-{variant.kind}-reused"
         a, b = media.image(11), media.image(12)
         first = llm.generate([{"prompt": prompt, "multi_modal_data": {"image": a}, "multi_modal_uuids": {"image": uuid}}],

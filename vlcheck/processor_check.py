@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 
-from vlcheck import media, vllm_api
+from vlcheck import vllm_api
+from vlcheck.conformance import template_unavailable
 from vlcheck.render import default_questions
-from vlcheck.requests import example_prompt
-from vlcheck.results import CheckResult, Status
+from vlcheck.requests import example_prompt, media_data
+from vlcheck.results import CheckResult, Status, declared_deviation
 from vlcheck.spec import FamilySpec, Variant
 from vlcheck.synthetic import NotBuildable, checkpoint_dir
+from vlcheck.templates import TemplateUnavailable
 
 
 def explain(err: Exception, spec: FamilySpec, modality: str, count: int) -> str:
@@ -37,8 +39,8 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         return CheckResult(spec.name, "processor", Status.FAIL,
                            f"{where} {spec.name}: building the synthetic checkpoint failed: {type(err).__name__}: {err}")
     problems, counts = [], {}
-    for modality, placeholder in variant.modalities.items():
-        top = variant.max_images or 1
+    top = variant.max_images or 1
+    for modality in variant.modalities:
         try:
             processor = vllm_api.create_processor(str(local), variant.engine_args_for(modality, top))
         except ImportError as err:  # an optional package the model's processor needs
@@ -50,11 +52,10 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         for count in variant.item_counts():
             try:
                 prompt = example_prompt(spec, variant, modality, default_questions(variant, modality)[0], count)
-            except Exception as err:  # the model's chat template is not available
-                return CheckResult(spec.name, "processor", Status.SKIP, f"{where} {err}")
-            data = media.items(modality, count, placeholder.video_metadata)
+            except TemplateUnavailable as err:
+                return template_unavailable(spec, "processor", variant, err)
             try:
-                out = vllm_api.apply_processor(processor, prompt, {modality: data if count > 1 or modality == "video" else data[0]})
+                out = vllm_api.apply_processor(processor, prompt, {modality: media_data(variant, modality, count)})
             except Exception as err:
                 problems.append(explain(err, spec, modality, count))
                 continue
@@ -64,10 +65,9 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
             counts[f"{modality} x{count}"] = {"prompt_tokens": len(out["prompt_token_ids"]),
                                                "item_tokens": [length for _, length in ranges]}
     data = {f"{variant.kind}.token_counts": counts}
-    if problems and "processor" in variant.deviations:
-        return CheckResult(spec.name, "processor", Status.DEVIATION, f"{where} {variant.deviations['processor']}", problems, data)
     if problems:
-        return CheckResult(spec.name, "processor", Status.FAIL, f"{where} {problems[0]}", problems, data)
+        return declared_deviation(CheckResult(spec.name, "processor", Status.FAIL, f"{where} {problems[0]}", problems, data),
+                                  variant)
     return CheckResult(spec.name, "processor", Status.PASS, f"{where} {len(counts)} request shape(s) processed", data=data)
 
 

@@ -20,6 +20,7 @@ IMAGE_QUESTIONS = (
 )
 VIDEO_QUESTIONS = ("Why is this video funny?",)
 MULTI_IMAGE_QUESTION = "What is the content of each image?"
+NUM_PROMPTS = 4  # the example's default --num-prompts
 
 Messages = list[dict[str, Any]]
 ChatRenderer = Callable[[Variant, Messages], str]
@@ -82,9 +83,11 @@ def _check(spec: FamilySpec, variant: Variant, modality: str, count: int) -> Non
 
 
 def render_prompt(spec: FamilySpec, variant: Variant, modality: str, question: str, count: int = 1,
-                  chat_renderer: ChatRenderer | None = None) -> str:
-    """One prompt string, exactly as the example produces it."""
-    _check(spec, variant, modality, count)
+                  chat_renderer: ChatRenderer | None = None, within_limits: bool = True) -> str:
+    """One prompt string, exactly as the example produces it. `within_limits=False` renders
+    item counts beyond the example's (the hostile-input cases send more than the limit)."""
+    if within_limits:
+        _check(spec, variant, modality, count)
     if variant.prompt.template is not None:
         placeholder = variant.modalities[modality].render(count)
         return fill(variant.prompt.template, question=question, placeholder=placeholder)

@@ -13,19 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from vlcheck import media
-from vlcheck.render import NeedsChatTemplate, default_questions, render_prompt, request_prompts
+from vlcheck.render import default_questions, render_prompt, request_prompts
 from vlcheck.spec import FamilySpec, Variant
 
 
 def example_prompt(spec: FamilySpec, variant: Variant, modality: str, question: str, count: int = 1) -> str:
     """One prompt as the example makes it: by hand, or through the model's chat template
     (raises TemplateUnavailable when that template cannot be had)."""
-    try:
-        return render_prompt(spec, variant, modality, question, count)
-    except NeedsChatTemplate:
-        from vlcheck.templates import chat_renderer
+    from vlcheck.templates import chat_renderer  # used only when the example has no hand template
 
-        return render_prompt(spec, variant, modality, question, count, chat_renderer())
+    return render_prompt(spec, variant, modality, question, count, chat_renderer())
 
 
 def example_prompts(spec: FamilySpec, variant: Variant, modality: str, count: int = 1) -> list[str]:

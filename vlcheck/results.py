@@ -28,9 +28,15 @@ class CheckResult:
     data: dict[str, Any] = field(default_factory=dict)
     """Machine-readable facts for reports and diffs (template sha256, token counts, ...)."""
 
-    @property
-    def ok(self) -> bool:
-        return self.status in (Status.PASS, Status.DEVIATION)
+
+def declared_deviation(result: CheckResult, variant, declared_as: str | None = None) -> CheckResult:
+    """A failure the variant declares (`deviations.<check>`, or `declared_as`) becomes a declared
+    deviation: reported with the spec's reason, keeping the failure's evidence."""
+    key = declared_as or result.check
+    if result.status is not Status.FAIL or key not in variant.deviations:
+        return result
+    return CheckResult(result.family, result.check, Status.DEVIATION, f"[{variant.kind}] {variant.deviations[key]}",
+                       result.details or [result.reason], result.data)
 
 
 def combine(family: str, check: str, results: list[CheckResult]) -> CheckResult:
@@ -39,8 +45,6 @@ def combine(family: str, check: str, results: list[CheckResult]) -> CheckResult:
         return CheckResult(family, check, Status.SKIP, "nothing to check")
     order = [Status.FAIL, Status.DEVIATION, Status.PASS, Status.SKIP]
     worst = min((r.status for r in results), key=order.index)
-    if worst is Status.PASS and any(r.status is Status.SKIP for r in results):
-        worst = Status.PASS
     picked = [r for r in results if r.status is worst]
     return CheckResult(
         family, check, worst,

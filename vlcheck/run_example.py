@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
     spec = get_family(args.family)
     variant = pick_variant(spec, args.modality, args.images)
     count = args.images or 1
-    overrides = {"mm_processor_cache_gb": 0 if args.disable_mm_processor_cache else 4}
+    overrides = {"mm_processor_cache_gb": 0} if args.disable_mm_processor_cache else {}
     if args.seed is not None:
         overrides["seed"] = args.seed
     engines = EngineCache()

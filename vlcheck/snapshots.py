@@ -12,11 +12,10 @@ from pathlib import Path
 
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from vlcheck.render import default_questions, messages, render_prompt, request_prompts
+from vlcheck.render import NUM_PROMPTS, default_questions, messages, render_prompt, request_prompts
 from vlcheck.spec import FamilySpec, Variant
 
 SNAPSHOT_ROOT = Path(__file__).resolve().parent.parent / "snapshots"
-NUM_PROMPTS = 4  # the example's default --num-prompts
 
 
 class FamilySnapshot(SingleFileSnapshotExtension):

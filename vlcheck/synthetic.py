@@ -80,7 +80,9 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False) ->
         raise NotBuildable(f"{spec.name}: no [synthetic] recipe in {spec.path}")
     if recipe.unsupported:
         raise NotBuildable(f"{spec.name}: {recipe.unsupported}")
-    target = cache_root() / f"{spec.name}-{variant.kind}-{_content_hash(spec, variant, recipe, weights)}"
+    # Named by content only: a family's single and multi-image examples often need the same
+    # checkpoint (same architecture and tokens), which is then built once.
+    target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, weights)}"
     if (target / "config.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

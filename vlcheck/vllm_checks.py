@@ -8,7 +8,7 @@ from typing import Any
 
 from vlcheck import vllm_api
 from vlcheck.migrations import migration_hint
-from vlcheck.results import CheckResult, Status
+from vlcheck.results import CheckResult, Status, declared_deviation
 from vlcheck.spec import FamilySpec, Variant
 
 
@@ -60,20 +60,20 @@ def engine_args_check(spec: FamilySpec, variant: Variant) -> CheckResult:
                                 + (f"; migrate to {hint}" if hint else ""))
             elif not value_fits(value, fields[key]):
                 problems.append(f"engine arg {key}={value!r} does not fit its type {fields[key]}")
-        if variant.sampling:
-            from vllm import SamplingParams
+    if variant.sampling:
+        from vllm import SamplingParams
 
-            try:
-                SamplingParams(**variant.sampling)
-            except Exception as err:
-                problems.append(f"sampling {variant.sampling!r}: {type(err).__name__}: {err}")
-    problems = list(dict.fromkeys(problems))
+        try:
+            SamplingParams(**variant.sampling)
+        except Exception as err:
+            problems.append(f"sampling {variant.sampling!r}: {type(err).__name__}: {err}")
+    problems = list(dict.fromkeys(problems))  # modalities share most args
     where = f"[{variant.kind}]"
-    if problems and "engine_args" in variant.deviations:
-        return CheckResult(spec.name, "engine_args", Status.DEVIATION, f"{where} {variant.deviations['engine_args']}", problems)
     if problems:
-        return CheckResult(spec.name, "engine_args", Status.FAIL, f"{where} {spec.name}: {problems[0]}", problems)
-    return CheckResult(spec.name, "engine_args", Status.PASS, f"{where} {len(variant.engine_args_for(next(iter(variant.modalities))))} args fit")
+        return declared_deviation(CheckResult(spec.name, "engine_args", Status.FAIL, f"{where} {spec.name}: {problems[0]}",
+                                              problems), variant)
+    checked = {key for m in variant.modalities for key in variant.engine_args_for(m, variant.max_images or 1)}
+    return CheckResult(spec.name, "engine_args", Status.PASS, f"{where} {len(checked)} args fit")
 
 
 def architecture_check(spec: FamilySpec, variant: Variant) -> CheckResult:
@@ -82,10 +82,8 @@ def architecture_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     arch, where = variant.architecture, f"[{variant.kind}]"
 
     def result(problem: str) -> CheckResult:
-        if "architecture" in variant.deviations:
-            return CheckResult(spec.name, "architecture", Status.DEVIATION,
-                               f"{where} {variant.deviations['architecture']}", [problem])
-        return CheckResult(spec.name, "architecture", Status.FAIL, f"{where} {spec.name}: {problem}", [problem])
+        return declared_deviation(CheckResult(spec.name, "architecture", Status.FAIL, f"{where} {spec.name}: {problem}",
+                                              [problem]), variant)
 
     if arch not in vllm_api.supported_architectures():
         return result(f"{arch} is not a supported architecture of vllm {vllm_api.version()}")

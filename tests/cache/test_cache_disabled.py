@@ -10,18 +10,6 @@ from vlcheck.gpu_checks import still_serves, unknown_uuid_error
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def engine_cache_off(family, variant, engines, weights_mode, pytestconfig):
-    if not pytestconfig.getoption("--vlcheck-cache-off"):
-        pytest.skip("needs --vlcheck-cache-off (starts a second engine per family)")
-    from vlcheck.engines import EngineUnavailable
-
-    try:
-        return engines.get(family, variant, weights_mode, mm_processor_cache_gb=0)
-    except EngineUnavailable as err:
-        pytest.skip(str(err)) if err.skip else pytest.fail(str(err), pytrace=False)
-
-
 def test_empty_media_rejected_without_cache(family, variant, engine_cache_off):
     error = unknown_uuid_error(family, variant, engine_cache_off)
     assert error is not None, (f"{family.name}: with the processor cache disabled, a request with empty media "

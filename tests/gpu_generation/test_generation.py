@@ -5,6 +5,7 @@ import pytest
 
 from vlcheck import goldens
 from vlcheck.gpu_checks import generation_runs, stop_run
+from vlcheck.testing import config_id
 
 pytestmark = pytest.mark.gpu
 
@@ -20,7 +21,7 @@ def test_requests_complete_with_processor_token_counts(family, variant, engine, 
     request.node.user_properties.append(("weights", engine.weights))
     request.node.user_properties.append(("shapes", {r.shape: r.prompt_tokens for r in runs}))
 
-    path = goldens.golden_path(engine.weights, f"{family.name}-{variant.kind}")
+    path = goldens.golden_path(engine.weights, config_id(family, variant))
     actual = {r.shape: r.outputs for r in runs}
     if request.config.getoption("--vlcheck-update-goldens"):
         goldens.save(path, actual)
@@ -29,7 +30,8 @@ def test_requests_complete_with_processor_token_counts(family, variant, engine, 
     if stored is None:
         pytest.fail(f"no golden {path.relative_to(goldens.GOLDEN_ROOT.parent.parent)}: record it with "
                     "--vlcheck-update-goldens and review it", pytrace=False)
-    problems = [f"{shape}: {p}" for shape in actual for p in goldens.compare(stored.get(shape, []), actual[shape])]
+    assert set(actual) == set(stored), f"request shapes {sorted(actual)}, golden has {sorted(stored)}"
+    problems = [f"{shape}: {p}" for shape in actual for p in goldens.compare(stored[shape], actual[shape])]
     assert not problems, "\n".join(problems)
 
 

@@ -1,8 +1,8 @@
 """Bad and hostile inputs through vLLM's processor on CPU, per family with a checkpoint.
 
 Outcomes (handled / rejected) are locked in `snapshots/test_hostile_cpu/<family>-<variant>.txt`;
-a "broken" outcome fails, unless the spec lists the case under `known_broken` (then it is a
-strict expected failure that flips when vLLM fixes it).
+a "broken" outcome fails, unless the spec lists the case under `known_broken`; a listed case
+that no longer breaks fails too, so the entry is removed the day vLLM fixes it.
 """
 
 import pytest

@@ -1,6 +1,11 @@
 """The drifts seen between vLLM releases are caught: an older seed's prompt against the spec's."""
 
-from vlcheck.registry import get_family
+import json
+from pathlib import Path
+
+import pytest
+
+from vlcheck.registry import SpecError, get_family, load_spec
 from vlcheck.render import fill, render_prompt
 from vlcheck.textdiff import describe_difference, first_difference
 
@@ -17,8 +22,15 @@ def test_line_continuation_whitespace_is_caught():
     assert "first difference at character" in report and '" "' in report
 
 
-def test_lost_placeholder_is_caught():
+def test_lost_placeholder_is_caught(tmp_path):
+    """The h2ovl drift (seed 001 lost `<image>`) put back into the spec is refused when it loads."""
     spec = get_family("h2ovl_chat")
     (drift,) = spec.single.drifts
-    assert drift.kind == "placeholder-lost" and "{placeholder}" not in drift.content
-    assert "{placeholder}" in spec.single.prompt.content
+    assert drift.kind == "placeholder-lost"
+    text = Path(spec.path).read_text()
+    current = 'content = "{placeholder}\\n{question}"'
+    assert current in text
+    drifted = tmp_path / "h2ovl_chat.toml"
+    drifted.write_text(text.replace(current, f"content = {json.dumps(drift.content)}", 1))
+    with pytest.raises(SpecError, match="missing placeholder: no {placeholder} slot for modality 'image'"):
+        load_spec(drifted)

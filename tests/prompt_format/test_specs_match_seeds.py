@@ -1,10 +1,13 @@
 """The specs against a second, independent reading of vLLM's examples: the seed files' own code,
 executed with vLLM and transformers stubbed out (`vlcheck.seeds`)."""
 
+import re
+
 import pytest
 
 from vlcheck import seeds
 from vlcheck.registry import all_families
+from vlcheck.render import IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, VIDEO_QUESTIONS
 from vlcheck.seed_check import compare, compare_drift, string_literals
 
 # The issue's coverage: every family of the newest intact example, plus these from other seeds.
@@ -77,3 +80,20 @@ def test_newest_seed_is_the_source():
             assert (family.single.source.seed, family.single.source.function) == ("000", newest_single[name])
         if family.multi_image and name in newest_multi:
             assert family.multi_image.source.seed == "003", name
+
+
+def _list_literal(text: str, name: str) -> list[str]:
+    block = re.search(rf"{name} = \[(.*?)\]", text, re.S)
+    assert block, f"no `{name} = [...]` in the example"
+    return re.findall(r'"([^"]*)"', block.group(1))
+
+
+def test_questions_are_the_examples():
+    """The questions are passed into the example functions by the comparison above, so a typo in
+    them would go unseen there: check them against the examples' own literals."""
+    _need_seed("000")
+    _need_seed("003")
+    text = seeds.function_text("000", "get_multi_modal_input")
+    assert _list_literal(text, "img_questions") == list(IMAGE_QUESTIONS)
+    assert _list_literal(text, "vid_questions") == list(VIDEO_QUESTIONS)
+    assert seeds.load_seed("003")["QUESTION"] == MULTI_IMAGE_QUESTION

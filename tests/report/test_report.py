@@ -1,6 +1,7 @@
 """The report a person reads before approving an upgrade, and the diff CI gates on."""
 
 import copy
+from collections import Counter
 import json
 from html.parser import HTMLParser
 
@@ -23,13 +24,15 @@ class _Cells(HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.families, self.counts, self.links, self.anchors = [], {}, [], set()
-        self._in_fam = self._count = None
+        self.families, self.counts, self.links, self.anchors, self.cells = [], {}, [], set(), []
+        self._in_fam = self._count = self._in_cell = None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "th" and a.get("class") == "fam":
             self._in_fam = True
+        if tag == "td" and a.get("class") == "cell":
+            self._in_cell = True
         if tag == "b" and a.get("class") == "count":
             self._count = a["data-status"]
         if tag == "a" and a.get("href", "").startswith("#"):
@@ -39,7 +42,13 @@ class _Cells(HTMLParser):
         if tag in ("link", "script", "img") and any(v and v.startswith("http") for v in a.values()):
             raise AssertionError(f"the report fetches {a}")
 
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._in_cell = False
+
     def handle_data(self, data):
+        if self._in_cell:
+            self.cells.append(data)
         if self._in_fam:
             self.families.append(data)
             self._in_fam = False
@@ -53,6 +62,8 @@ def test_html_shows_every_family_and_the_json_counts(rep):
     page.feed(report.to_html(rep))
     assert page.families == list(rep["families"]) and len(page.families) == len(all_families())
     assert page.counts == rep["summary"]
+    # the counts shown must be those of the cells shown, not just the numbers copied from the JSON
+    assert dict(Counter(page.cells)) == {s: n for s, n in rep["summary"].items() if n}
     assert page.links and set(page.links) <= page.anchors  # every failure/skip links to its detail
 
 

@@ -4,14 +4,15 @@ shows up (vLLM 0.24.0 with transformers 5.17.0: llava, pixtral, mistral3)."""
 
 import dataclasses
 
+from vlcheck import vllm_api
 from vlcheck.registry import get_family
 from vlcheck.results import Status
+from vlcheck.testing import assert_as_declared
 from vlcheck.vllm_checks import architecture_check
 
 
 def test_architecture_is_served(family, variant):
-    result = architecture_check(family, variant)
-    assert result.status is not Status.FAIL, "\n".join([result.reason, *result.details])
+    assert_as_declared(architecture_check(family, variant), variant)
 
 
 def _with(variant, **changes):
@@ -23,7 +24,7 @@ def test_unregistered_architecture_fails_naming_family():
     result = architecture_check(spec, _with(spec.single, architecture="LlavaForCausalLMThatDoesNotExist"))
     assert result.status is Status.FAIL
     assert result.reason == ("[single] llava: LlavaForCausalLMThatDoesNotExist is not a supported architecture of vllm "
-                             + result.reason.rsplit("vllm ", 1)[1])
+                             f"{vllm_api.version()}")
 
 
 def test_modality_the_model_does_not_take_fails():
