@@ -35,6 +35,9 @@ def compare(golden: list[dict], actual: list[dict]) -> list[str]:
     if len(golden) != len(actual):
         return [f"{len(actual)} outputs, golden has {len(golden)}"]
     for i, (g, a) in enumerate(zip(golden, actual)):
+        if any(lp != lp for pos in a["top_logprobs"] for lp in pos.values()):  # NaN: no ranking to compare
+            problems.append(f"request {i}: NaN logprobs: the forward pass produced no usable logits")
+            continue
         if g["prompt_tokens"] != a["prompt_tokens"]:
             problems.append(f"request {i}: {a['prompt_tokens']} prompt tokens, golden {g['prompt_tokens']}")
         for pos, (gt, at) in enumerate(zip(g["token_ids"], a["token_ids"])):

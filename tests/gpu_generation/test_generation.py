@@ -25,6 +25,8 @@ def test_requests_complete_with_processor_token_counts(family, variant, engine, 
     actual = {r.shape: r.outputs for r in runs}
     if request.config.getoption("--vlcheck-update-goldens"):
         goldens.save(path, actual)
+        unusable = [f"{shape}: {p}" for shape in actual for p in goldens.compare(actual[shape], actual[shape])]
+        assert not unusable, "recorded, but not a usable golden:\n" + "\n".join(unusable)  # NaN logprobs
         return
     stored = goldens.load(path)
     if stored is None:

@@ -38,3 +38,9 @@ def test_stopping_earlier_with_the_same_prefix_fails():
 
 def test_a_missing_output_fails():
     assert compare(GOLDEN + GOLDEN, GOLDEN) == ["1 outputs, golden has 2"]
+
+
+def test_nan_logprobs_fail_even_against_a_nan_golden():
+    nan = float("nan")
+    broken = [output([0, 0, 0], [{"0": nan, "1": nan}, {"0": nan}, {"0": nan}])]
+    assert compare(broken, broken) == ["request 0: NaN logprobs: the forward pass produced no usable logits"]
