@@ -50,6 +50,8 @@ class EngineHandle:
     processor: Any = None
     """vLLM's multimodal processor for the same checkpoint and args, run on CPU: the reference
     the engine's prompt token counts are compared with."""
+    generation_runs: list | None = None
+    """`gpu_checks.generation_runs` of this engine, once measured."""
 
 
 def gpu_count() -> int:

@@ -48,7 +48,11 @@ def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality
 
 
 def generation_runs(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> list[ShapeRun]:
-    return [run_shape(spec, variant, handle, m, c) for m in variant.modalities for c in variant.item_counts()]
+    """Every modality and item count, run once per engine (greedy: the tests that read them share them)."""
+    if handle.generation_runs is None:
+        handle.generation_runs = [run_shape(spec, variant, handle, m, c)
+                                  for m in variant.modalities for c in variant.item_counts()]
+    return handle.generation_runs
 
 
 @dataclass

@@ -121,11 +121,14 @@ CASES: tuple[Case, ...] = (
 @dataclass
 class Outcome:
     case: str
-    kind: str  # handled | rejected | broken | not applicable
+    kind: str  # one of SEVERITY
     how: str
 
     def line(self) -> str:
         return f"{self.case}: {self.kind}: {self.how}"
+
+
+SEVERITY = ("not applicable", "handled", "rejected", "broken")
 
 
 class Hang(Exception):
@@ -309,7 +312,10 @@ def run_cases(spec, variant: Variant, attempt: Callable[..., Outcome]) -> list[O
 
 
 def run_cpu(spec, variant: Variant) -> list[Outcome]:
-    """Every case through vLLM's processor on the family's synthetic checkpoint."""
+    """Every case through vLLM's processor on the family's synthetic checkpoint, as a served
+    request goes through it (processor cache on, the engine's default) and with the cache off
+    (`mm_processor_cache_gb=0`); where the two differ, the outcome names both, and takes the
+    worse kind."""
     from vlcheck import vllm_api
     from vlcheck.synthetic import checkpoint_dir
 
@@ -317,17 +323,20 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
     modality = variant.primary_modality
     args = variant.engine_args_for(modality, variant.max_images or 1)
     max_len = args.get("max_model_len")
-    processors: dict[str, Any] = {}
+    processors: dict[tuple[str, bool], Any] = {}
 
-    def processor(m: str):
-        if m not in processors:
+    def processor(m: str, cached: bool):
+        if (m, cached) not in processors:
             extra = variant.engine_args_for(m, variant.max_images or 1) if m in variant.modalities else {
                 **args, "limit_mm_per_prompt": {**(args.get("limit_mm_per_prompt") or {}), m: 1}}
-            processors[m] = vllm_api.create_processor(str(local), extra)
-        return processors[m]
+            processors[m, cached] = vllm_api.create_processor(str(local), extra, cached=cached)
+        proc = processors[m, cached]
+        if cached:  # every case starts from an empty cache, whatever ran before it
+            proc.cache.clear_cache()
+        return proc
 
-    def attempt(case: Case, prompt: str, data_modality: str, value: Any, count: int) -> Outcome:
-        proc = processor(data_modality)
+    def one_path(case: Case, prompt: str, data_modality: str, value: Any, count: int, cached: bool) -> Outcome:
+        proc = processor(data_modality, cached)
         try:
             out = guarded(lambda: vllm_api.apply_processor(proc, prompt, {data_modality: value}))
         except Exception as err:  # noqa: BLE001 - every failure is an outcome to classify
@@ -341,7 +350,21 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
             how += f" (over max_model_len {max_len}: the engine must reject it)"
         return Outcome(case.name, "handled", how)
 
+    def attempt(case: Case, *request) -> Outcome:
+        return both_paths(one_path(case, *request, cached=True), one_path(case, *request, cached=False))
+
     return run_cases(spec, variant, attempt)
+
+
+def both_paths(served: Outcome, uncached: Outcome) -> Outcome:
+    """One outcome for a case run with the processor cache on (`served`) and off: the served
+    one where they agree, else both, as the worse kind."""
+    # the same error, raised bare on one path and wrapped ("ValueError <- ...") on the other, is no difference
+    if (served.kind, served.how.split(" <- ")[-1]) == (uncached.kind, uncached.how.split(" <- ")[-1]):
+        return served
+    kind = max(served.kind, uncached.kind, key=SEVERITY.index)
+    return Outcome(served.case, kind, f"processor cache on: {served.kind}: {served.how} | "
+                                      f"cache off: {uncached.kind}: {uncached.how}")
 
 
 def document(spec, variant: Variant, outcomes: list[Outcome], where: str) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 MODALITIES: tuple[str, ...] = ("image", "video")
-CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "cache")
+CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache")
 """The per-family checks a spec may declare a deviation for."""
 
 # Slots a prompt template or message content may use. `{placeholder}` is replaced by the
@@ -221,8 +221,9 @@ class Variant:
     the reason. A failing check with a declared deviation reports "declared deviation" instead of
     failing, and the report lists it so nobody forgets it. Example: llava-1.5's hand prompt puts a
     newline before `ASSISTANT:` where its chat template puts a space. On the GPU tier, `generation`
-    (an engine known not to start or serve) and `cache` (empty media + uuid not served) make the
-    affected tests strict expected failures."""
+    (an engine known not to start or serve), `golden` (vLLM's dummy weights give greedy outputs
+    that cannot be a golden, e.g. NaN logprobs) and `cache` (empty media + uuid not served) make
+    the affected tests strict expected failures."""
 
     known_broken: dict[str, str] = field(default_factory=dict)
     """Hostile-input cases (`vlcheck.hostile.CASES`, by name) where the installed vLLM is known to

@@ -105,15 +105,21 @@ MODEL_CONFIG_ARGS = ("dtype", "max_model_len", "limit_mm_per_prompt", "mm_proces
                      "trust_remote_code", "tokenizer_mode", "revision", "mm_processor_cache_gb")
 
 
-def create_processor(local_dir: str, engine_args: dict):
-    """vLLM's multimodal processor for a local checkpoint, built on CPU (no engine, no GPU)."""
+def create_processor(local_dir: str, engine_args: dict, cached: bool = False):
+    """vLLM's multimodal processor for a local checkpoint, built on CPU (no engine, no GPU).
+
+    `cached`: with the processor cache an engine has by default (mm_processor_cache_gb > 0).
+    vLLM then runs the HF processor on the text and on the media separately and applies the
+    placeholder updates itself; without it, the HF processor sees both at once. The two paths
+    can treat the same input differently (a placeholder typed into the question)."""
     from vllm.config import ModelConfig
     from vllm.multimodal import MULTIMODAL_REGISTRY
+    from vllm.multimodal.cache import MultiModalProcessorOnlyCache
 
     kwargs = {k: v for k, v in engine_args.items() if k in MODEL_CONFIG_ARGS}
     kwargs.setdefault("dtype", "bfloat16")
     config = ModelConfig(model=local_dir, tokenizer=local_dir, **kwargs)
-    return MULTIMODAL_REGISTRY.create_processor(config)
+    return MULTIMODAL_REGISTRY.create_processor(config, cache=MultiModalProcessorOnlyCache(config) if cached else None)
 
 
 def apply_processor(processor, prompt: str, mm_data: dict) -> dict:

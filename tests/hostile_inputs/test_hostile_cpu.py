@@ -1,4 +1,6 @@
-"""Bad and hostile inputs through vLLM's processor on CPU, per family with a checkpoint.
+"""Bad and hostile inputs through vLLM's processor on CPU, per family with a checkpoint, with the
+processor cache on (as an engine serves by default) and off; a case whose outcomes differ
+records both and counts as the worse.
 
 Outcomes (handled / rejected) are locked in `snapshots/test_hostile_cpu/<family>-<variant>.txt`;
 a "broken" outcome fails, unless the spec lists the case under `known_broken`; a listed case
