@@ -1,6 +1,7 @@
 """Bad and hostile inputs, and what each family does with them.
 
-Every case runs through vLLM's processor (CPU) or engine (GPU) and ends in one outcome:
+Every case runs through vLLM's processor (CPU: with the processor cache on, as served, and off)
+or engine (GPU) and ends in one outcome:
 - handled: processed, with one placeholder range per item (and how: token counts, converted);
 - rejected: a clear error (its message, shortened);
 - broken: a crash with an internal error, a hang, or a wrong placeholder count.
