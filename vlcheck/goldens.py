@@ -29,15 +29,20 @@ def from_outputs(outputs) -> list[dict[str, Any]]:
     return out
 
 
+def unusable(outputs: list[dict]) -> list[str]:
+    """Outputs that cannot be a golden or be compared with one: NaN logprobs rank nothing."""
+    return [f"request {i}: NaN logprobs: the forward pass produced no usable logits"
+            for i, a in enumerate(outputs) if any(lp != lp for pos in a["top_logprobs"] for lp in pos.values())]
+
+
 def compare(golden: list[dict], actual: list[dict]) -> list[str]:
     """Differences that are not numeric noise, by vLLM's check_logprobs_close rule."""
-    problems = []
     if len(golden) != len(actual):
         return [f"{len(actual)} outputs, golden has {len(golden)}"]
+    problems = unusable(actual)
+    if problems:
+        return problems
     for i, (g, a) in enumerate(zip(golden, actual)):
-        if any(lp != lp for pos in a["top_logprobs"] for lp in pos.values()):  # NaN: no ranking to compare
-            problems.append(f"request {i}: NaN logprobs: the forward pass produced no usable logits")
-            continue
         if g["prompt_tokens"] != a["prompt_tokens"]:
             problems.append(f"request {i}: {a['prompt_tokens']} prompt tokens, golden {g['prompt_tokens']}")
         for pos, (gt, at) in enumerate(zip(g["token_ids"], a["token_ids"])):

@@ -19,7 +19,6 @@ from vlcheck.requests import build, example_prompts, media_data
 from vlcheck.spec import FamilySpec, Variant
 
 
-
 def greedy(**kwargs):
     from vllm import SamplingParams
 

@@ -230,6 +230,17 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
         if not isinstance(reason, str) or not reason.strip():
             raise SpecError(r.path, r.field(f"deviations.{check}"), "give the reason as a non-empty string")
 
+    known_broken = r.get("known_broken", dict, {})
+    from vlcheck.hostile import CASES
+
+    cases = [c.name for c in CASES]
+    for case, reason in known_broken.items():
+        if case not in cases:
+            raise SpecError(r.path, r.field(f"known_broken.{case}"),
+                            f"unknown hostile-input case{_did_you_mean(case, cases)}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise SpecError(r.path, r.field(f"known_broken.{case}"), "give the reason as a non-empty string")
+
     stop_ids = r.get("stop_token_ids", list)
     stop_tokens = r.get("stop_tokens", list)
     for key, values, typ in (("stop_token_ids", stop_ids, int), ("stop_tokens", stop_tokens, str)):
@@ -262,7 +273,7 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
         notes=tuple(r.get("notes", list, [])),
         drifts=tuple(drifts),
         deviations=deviations,
-        known_broken=r.get("known_broken", dict, {}),
+        known_broken=known_broken,
     )
     r.done()
     overridden = (engine_args.get("hf_overrides") or {}).get("architectures")

@@ -353,7 +353,6 @@ class FamilySpec:
     def model(self) -> str:
         return self.variants[0].model
 
-
     @property
     def modalities(self) -> tuple[str, ...]:
         seen = [m for v in self.variants for m in v.modalities]

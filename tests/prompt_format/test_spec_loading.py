@@ -52,6 +52,8 @@ def test_good_spec_loads(tmp_path):
     (("{{question}}", "{{questoin}}"), "single.prompt.template", "unknown slot {questoin}"),
     (('limit_mm_per_prompt = "one per modality"', 'limit_mm_per_prompt = "one"'), "single.limit_mm_per_prompt", "expected"),
     (("engine_args = {{ max_model_len = 4096 }}", 'engine_args = {{ model = "x" }}'), "single.engine_args.model", "set `model` on the variant"),
+    (('placeholder = "<image>"', 'placeholder = "<image>"\n[single.known_broken]\n"1x1 imgae" = "vLLM 0.24.0: x"'),
+     "single.known_broken.1x1 imgae", "unknown hostile-input case (did you mean '1x1 image'?)"),
 ])
 def test_errors_name_file_and_field(tmp_path, change, field, words):
     old, new = change

@@ -1,6 +1,6 @@
 """The greedy-golden rule (vLLM's check_logprobs_close): numeric noise passes, a real change fails."""
 
-from vlcheck.goldens import compare
+from vlcheck.goldens import compare, unusable
 
 
 def output(tokens, tops, prompt_tokens=10):
@@ -44,3 +44,5 @@ def test_nan_logprobs_fail_even_against_a_nan_golden():
     nan = float("nan")
     broken = [output([0, 0, 0], [{"0": nan, "1": nan}, {"0": nan}, {"0": nan}])]
     assert compare(broken, broken) == ["request 0: NaN logprobs: the forward pass produced no usable logits"]
+    assert compare(GOLDEN, broken) == compare(broken, broken)
+    assert unusable(broken) == compare(broken, broken) and unusable(GOLDEN) == []
