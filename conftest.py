@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from vlcheck.registry import all_families
+from dataclasses import dataclass
+
+from vlcheck.registry import SpecError, all_families, spec_errors
 from vlcheck.snapshots import FamilySnapshot
-from vlcheck.testing import config_id, expect_deviation
+from vlcheck.testing import config_id, expect_deviation, is_suite_crash
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -24,17 +26,49 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="GPU tier: record greedy goldens instead of comparing with them")
     group.addoption("--vlcheck-cache-off", action="store_true",
                     help="GPU tier: also check each family with the processor cache disabled (a second engine each)")
+    group.addoption("--vlcheck-shard", type=_shard, default=None, metavar="I/N",
+                    help="run shard I of N: whole families, balanced by measured durations (vlcheck/shard.py); "
+                         "tests that belong to no family run in shard 1")
+    group.addoption("--vlcheck-tp", type=int, default=2, metavar="N",
+                    help="GPU tier: the tensor_parallel_size compared with TP=1 (tests/gpu_generation/test_tensor_parallel.py)")
+
+
+def _shard(text: str):
+    from vlcheck.shard import Shard
+
+    try:
+        return Shard.parse(text)
+    except ValueError as err:
+        raise pytest.UsageError(f"--vlcheck-shard: {err}") from None
 
 
 def selected_families(config: pytest.Config) -> list[str]:
-    names = list(all_families())
+    """The selected family names, those whose spec does not load included."""
+    names = sorted([*all_families(), *spec_errors()], key=str.lower)
     wanted = config.getoption("--vlcheck-family")
     if wanted:
         unknown = sorted(set(wanted) - set(names))
         if unknown:
             raise pytest.UsageError(f"--vlcheck-family: unknown family {', '.join(unknown)}")
         names = [n for n in names if n in wanted]
+    shard = config.getoption("--vlcheck-shard")
+    if shard is not None:
+        from vlcheck.shard import select
+
+        loaded = all_families()
+        mine = {s.name for s in select([loaded[n] for n in names if n in loaded], shard)}
+        # a spec that does not load has no measured duration: its (failing) tests run in shard 1
+        names = [n for n in names if n in mine or (n not in loaded and shard.index == 1)]
     return names
+
+
+@dataclass(frozen=True)
+class UnloadableSpec:
+    """Stands in for a family whose spec file does not load: its tests fail with the loader's
+    message (see `_spec_must_load`), and every other family runs."""
+
+    name: str
+    error: SpecError
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -42,23 +76,76 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     also takes `variant` runs once per example of it (id: `name-single`, `name-multi_image`)."""
     if "family" not in metafunc.fixturenames:
         return
-    families = [all_families()[n] for n in selected_families(metafunc.config)]
+    loaded, broken = all_families(), spec_errors()
+    names = selected_families(metafunc.config)
     if "variant" in metafunc.fixturenames:
         only = metafunc.config.getoption("--vlcheck-variant")
-        pairs = [(f, v) for f in families for v in f.variants if only in (None, v.kind)]
-        metafunc.parametrize(("family", "variant"), pairs, ids=[config_id(f, v) for f, v in pairs])
+        params = []
+        for name in names:
+            if name in broken:
+                params.append(pytest.param(UnloadableSpec(name, broken[name]), None, id=f"{name}-spec"))
+                continue
+            params += [pytest.param(loaded[name], v, id=config_id(loaded[name], v))
+                       for v in loaded[name].variants if only in (None, v.kind)]
+        metafunc.parametrize(("family", "variant"), params)
     else:
-        metafunc.parametrize("family", families, ids=[f.name for f in families])
+        metafunc.parametrize("family", [pytest.param(loaded[n] if n in loaded else UnloadableSpec(n, broken[n]), id=n)
+                                        for n in names])
+
+
+@pytest.fixture(autouse=True)
+def _spec_must_load(request: pytest.FixtureRequest) -> None:
+    callspec = getattr(request.node, "callspec", None)
+    family = callspec.params.get("family") if callspec else None
+    if isinstance(family, UnloadableSpec):
+        pytest.fail(f"{family.name}: the spec does not load: {family.error}", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Mark a test that failed because vlcheck's own code crashed, so that it is counted as an
+    error of the suite, apart from the failures that describe vLLM's behaviour."""
+    report = yield
+    callspec = getattr(item, "callspec", None)
+    if report.failed and callspec and isinstance(callspec.params.get("family"), UnloadableSpec):
+        report.user_properties.append(("vlcheck_spec_error", True))
+    elif call.excinfo is not None and report.failed and is_suite_crash(call.excinfo):
+        report.user_properties.append(("vlcheck_error", True))
+    return report
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    if report.failed and ("vlcheck_error", True) in report.user_properties:
+        return "error", "E", ("VLCHECK ERROR", {"red": True})
+    if report.failed and ("vlcheck_spec_error", True) in report.user_properties:
+        return "failed", "F", ("FAILED", {"red": True})  # the user's spec is wrong: a failure, not a setup error
+    return None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    errors = [r for r in terminalreporter.stats.get("error", []) if ("vlcheck_error", True) in r.user_properties]
+    if errors:
+        terminalreporter.section("vlcheck errors: the suite's own code crashed (not a vLLM finding)", red=True)
+        for r in errors:
+            first = str(r.longrepr).strip().splitlines()
+            terminalreporter.line(f"{r.nodeid}: {next((l for l in first if 'Error' in l), first[-1] if first else '')[:200]}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """GPU tests run grouped by family-config, so each engine starts once and serves all of them."""
+    """GPU tests run grouped by family-config, so each engine starts once and serves all of them.
+    With --vlcheck-shard, the tests that belong to no family run in shard 1 only."""
     def key(item: pytest.Item):
         callspec = getattr(item, "callspec", None)
         family = callspec.params.get("family") if callspec else None
         variant = callspec.params.get("variant") if callspec else None
         return (getattr(family, "name", ""), getattr(variant, "kind", ""))
 
+    shard = config.getoption("--vlcheck-shard")
+    if shard is not None and shard.index != 1:
+        familyless = [i for i in items if key(i)[0] == ""]
+        if familyless:
+            config.hook.pytest_deselected(items=familyless)
+            items[:] = [i for i in items if key(i)[0] != ""]
     gpu = [i for i in items if i.get_closest_marker("gpu")]
     if gpu:
         rest = [i for i in items if not i.get_closest_marker("gpu")]
@@ -99,8 +186,8 @@ def start_engine(family, variant, engines, weights_mode, request, **overrides):
     except EngineUnavailable as err:
         if err.skip:
             pytest.skip(str(err))
-        if "generation" in variant.deviations:
-            pytest.xfail(f"declared deviation: {variant.deviations['generation']} ({err})")
+        if variant.deviation("generation") is not None:
+            pytest.xfail(f"declared deviation: {variant.deviation('generation')} ({err})")
         pytest.fail(str(err), pytrace=False)
 
 

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from vlcheck.results import CheckResult, Status, combine, declared_deviation
+from vlcheck.results import CheckResult, Status, combine, crashed, declared_deviation
 from vlcheck.spec import FamilySpec
 
 Check = Callable[[FamilySpec], CheckResult]
+
+
+def per_variant(spec: FamilySpec, check: str, run: Callable) -> CheckResult:
+    """One cell from the check's result on each variant, each read against the variant's
+    declarations for the installed versions."""
+    return combine(spec.name, check, [declared_deviation(run(spec, v), v) for v in spec.variants])
 
 
 def check_spec(spec: FamilySpec) -> CheckResult:
@@ -38,31 +44,31 @@ def check_spec(spec: FamilySpec) -> CheckResult:
 def check_template(spec: FamilySpec) -> CheckResult:
     from vlcheck.conformance import template_conformance
 
-    return combine(spec.name, "template", [template_conformance(spec, v) for v in spec.variants])
+    return per_variant(spec, "template", template_conformance)
 
 
 def check_stops(spec: FamilySpec) -> CheckResult:
     from vlcheck.conformance import stop_conformance
 
-    return combine(spec.name, "stops", [stop_conformance(spec, v) for v in spec.variants])
+    return per_variant(spec, "stops", stop_conformance)
 
 
 def check_engine_args(spec: FamilySpec) -> CheckResult:
     from vlcheck.vllm_checks import engine_args_check
 
-    return combine(spec.name, "engine_args", [engine_args_check(spec, v) for v in spec.variants])
+    return per_variant(spec, "engine_args", engine_args_check)
 
 
 def check_architecture(spec: FamilySpec) -> CheckResult:
     from vlcheck.vllm_checks import architecture_check
 
-    return combine(spec.name, "architecture", [architecture_check(spec, v) for v in spec.variants])
+    return per_variant(spec, "architecture", architecture_check)
 
 
 def check_processor(spec: FamilySpec) -> CheckResult:
     from vlcheck.processor_check import processor_check
 
-    return combine(spec.name, "processor", [processor_check(spec, v) for v in spec.variants])
+    return per_variant(spec, "processor", processor_check)
 
 
 CPU_CHECKS: dict[str, Check] = {
@@ -73,6 +79,13 @@ CPU_CHECKS: dict[str, Check] = {
     "stops": check_stops,
     "processor": check_processor,
 }
+
+
+def unloadable(name: str, error: Exception, checks: Iterable[str]) -> list[CheckResult]:
+    """The cells of a family whose spec file does not load: `spec` fails with the loader's message
+    (the user's spec is wrong, not vlcheck), every other check is skipped for it."""
+    return [CheckResult(name, check, Status.FAIL, f"the spec does not load: {error}") if check == "spec" else
+            CheckResult(name, check, Status.SKIP, "the spec does not load") for check in checks]
 
 
 def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check],
@@ -86,7 +99,7 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check],
             try:
                 results.append(check(spec))
             except Exception as err:  # one broken cell must not hide the others
-                results.append(CheckResult(spec.name, name, Status.FAIL, f"check crashed: {type(err).__name__}: {err}"))
+                results.append(crashed(spec.name, name, err))
     return results
 
 

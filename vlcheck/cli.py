@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-from vlcheck.registry import SpecError, UnknownFamily, all_families, get_family
+from vlcheck.registry import SpecError, UnknownFamily, all_families, get_family, spec_errors
 from vlcheck.render import NeedsChatTemplate, pick_variant, render_prompts
 from vlcheck.spec import FamilySpec
 
@@ -83,10 +83,16 @@ def cmd_render(args) -> int:
 
 def cmd_check(args) -> int:
     from vlcheck import report
-    from vlcheck.checks import CPU_CHECKS, gpu_checks, run_checks
+    from vlcheck.checks import CPU_CHECKS, gpu_checks, run_checks, unloadable
     from vlcheck.results import Status
 
     families = {n: get_family(n) for n in args.family} if args.family else all_families()
+    broken = {} if args.family else spec_errors()
+    if args.shard:  # a spec that does not load has no measured duration: it goes to shard 1
+        from vlcheck.shard import select
+
+        families = {s.name: s for s in select(families.values(), args.shard)}
+        broken = broken if args.shard.index == 1 else {}
     checks = dict(CPU_CHECKS)
     close = None
     if args.gpu:
@@ -109,12 +115,15 @@ def cmd_check(args) -> int:
 
     try:
         results = run_checks(families.values(), checks, progress)
+        results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
     finally:
         if close:
             close()
     if sys.stderr.isatty():
         print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
-    rep = report.build(results, list(checks), families)
+    rep = report.build(results, list(checks), families, unloadable=list(broken))
+    if args.shard:
+        rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
     for path, text in ((args.json, lambda: json.dumps(rep, indent=1, ensure_ascii=False)),
                        (args.html, lambda: report.to_html(rep)), (args.markdown, lambda: report.to_markdown(rep))):
         if path:
@@ -124,9 +133,9 @@ def cmd_check(args) -> int:
     for family, row in rep["families"].items():
         cells = row["checks"]
         source = sorted({v for k, v in cells["template"]["data"].items() if k.endswith(".template_source")})
-        why = [f"{c}: {cell['reason']}" for c, cell in cells.items() if cell["status"] in ("skip", "fail")]
+        why = [f"{c}: {cell['reason']}" for c, cell in cells.items() if cell["status"] in ("error", "fail", "skip")]
         rows.append([family, ",".join(source) or "-", *(cells[c]["status"] for c in checks), (why[0][:90] if why else "")])
-    print(table(rows, ["family", "template source", *checks, "why (first skip/fail)"]))
+    print(table(rows, ["family", "template source", *checks, "why (first error/fail/skip)"]))
     env = rep["environment"]
     print(f"\nvllm {env['vllm']}, transformers {env['transformers']}, torch {env['torch']}, gpu {env['gpu']}")
     print(", ".join(f"{n} {s}" for s, n in rep["summary"].items()))
@@ -135,6 +144,12 @@ def cmd_check(args) -> int:
         print("\ndeclared deviations:")
         for family, check, reason in devs:
             print(f"  {family} {check}: {reason}")
+    errors = report.cells_with(rep, Status.ERROR.value)
+    if errors:
+        print(f"\n{len(errors)} check(s) could not run (vlcheck errors, not vLLM findings):")
+        for family, check, reason in errors:
+            print(f"  {family} {check}: {reason[:200]}")
+        return 3
     return 1 if any(r.status is Status.FAIL for r in results) else 0
 
 
@@ -142,6 +157,30 @@ def cmd_run(args) -> int:
     from vlcheck.run_example import main as run_main
 
     return run_main(args)
+
+
+def cmd_merge(args) -> int:
+    from vlcheck.merge import merge
+
+    reports = {}
+    for path in args.reports:
+        with open(path) as f:
+            reports[path] = json.load(f)
+    merged = merge(reports)  # a MergeError (ValueError) names what disagrees: exit 1
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write(json.dumps(merged, indent=1, ensure_ascii=False) + "\n")
+    print(f"{len(args.reports)} reports, {len(merged['families'])} families -> {args.output}: "
+          + ", ".join(f"{n} {s}" for s, n in merged["summary"].items()))
+    return 0
+
+
+def _shard(text: str):
+    from vlcheck.shard import Shard
+
+    try:
+        return Shard.parse(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def cmd_diff(args) -> int:
@@ -156,7 +195,7 @@ def cmd_diff(args) -> int:
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write(diff.to_markdown(d))
-    return 1 if d.regressed else 0
+    return d.exit_code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help='print {"prompts": [...]}')
     p.set_defaults(func=cmd_render)
 
-    p = sub.add_parser("check", help="run the checks over all families and write the report; exit 1 on failure")
+    p = sub.add_parser("check", help="run the checks over all families and write the report; exit 1 on a "
+                                     "failure, 3 when vlcheck could not run some checks (error)")
     p.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable)")
     p.add_argument("--gpu", action="store_true", help="also run the GPU tier (generation, cache)")
     p.add_argument("--weights", choices=("auto", "real", "synthetic", "seeded"), default="auto",
@@ -189,7 +229,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the report as JSON (the input of `vlcheck diff`)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
+    p.add_argument("--shard", type=_shard, metavar="I/N",
+                   help="only shard I of N (whole families, balanced by measured durations); join with `vlcheck merge`")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("merge", help="combine the `check --shard I/N --json` reports of all shards into one report")
+    p.add_argument("reports", nargs="+", metavar="REPORT")
+    p.add_argument("-o", "--output", metavar="FILE", required=True, help="the merged report (JSON, a `vlcheck diff` input)")
+    p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("run", help="the example script's job for one family, on a GPU (cache checks done right)")
     from vlcheck.run_example import add_arguments
@@ -197,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("diff", help="compare two `check --json` reports; exit 1 on any regression")
+    p = sub.add_parser("diff", help="compare two `check --json` reports: SAFE (exit 0), REGRESSED (1), "
+                                    "INCONCLUSIVE (3: some checks could not run)")
     p.add_argument("old")
     p.add_argument("new")
     p.add_argument("--markdown", metavar="FILE", help="also write the diff as Markdown (a pull-request comment)")

@@ -8,7 +8,7 @@ from vlcheck import vllm_api
 from vlcheck.conformance import template_unavailable
 from vlcheck.render import default_questions
 from vlcheck.requests import example_prompt, media_data
-from vlcheck.results import CheckResult, Status, declared_deviation
+from vlcheck.results import CheckResult, Status, SuiteError, crashed, declared_deviation
 from vlcheck.spec import FamilySpec, Variant
 from vlcheck.synthetic import NotBuildable, checkpoint_dir
 from vlcheck.templates import TemplateUnavailable
@@ -35,9 +35,8 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         local = checkpoint_dir(spec, variant)
     except NotBuildable as err:
         return CheckResult(spec.name, "processor", Status.SKIP, f"{where} no checkpoint: {err}")
-    except Exception as err:  # the recipe is wrong for this transformers: the spec must be fixed
-        return CheckResult(spec.name, "processor", Status.FAIL,
-                           f"{where} {spec.name}: building the synthetic checkpoint failed: {type(err).__name__}: {err}")
+    except Exception as err:  # vlcheck's builder (or its recipe) does not fit this transformers
+        return crashed(spec.name, "processor", err, f"{where} {spec.name}: building the synthetic checkpoint failed:")
     problems, counts = [], {}
     top = variant.max_images or 1
     for modality in variant.modalities:
@@ -46,6 +45,8 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         except ImportError as err:  # an optional package the model's processor needs
             return CheckResult(spec.name, "processor", Status.SKIP,
                                f"{where} vLLM's processor for {spec.name} needs a package that is not installed: {err}")
+        except SuiteError as err:
+            return crashed(spec.name, "processor", err, where)
         except Exception as err:
             problems.append(f"{spec.name}: vLLM could not build its processor: {type(err).__name__}: {str(err)[:300]}")
             continue
@@ -56,6 +57,8 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
                 return template_unavailable(spec, "processor", variant, err)
             try:
                 out = vllm_api.apply_processor(processor, prompt, {modality: media_data(variant, modality, count)})
+            except SuiteError as err:
+                return crashed(spec.name, "processor", err, where)
             except Exception as err:
                 problems.append(explain(err, spec, modality, count))
                 continue
@@ -64,7 +67,7 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
                 problems.append(f"{spec.name}: {modality} x{count}: {len(ranges)} placeholder range(s) for {count} item(s)")
             counts[f"{modality} x{count}"] = {"prompt_tokens": len(out["prompt_token_ids"]),
                                                "item_tokens": [length for _, length in ranges]}
-    data = {f"{variant.kind}.token_counts": counts}
+    data = {f"{variant.kind}.token_counts": counts} if counts else {}
     if problems:
         return declared_deviation(CheckResult(spec.name, "processor", Status.FAIL, f"{where} {problems[0]}", problems, data),
                                   variant)

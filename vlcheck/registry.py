@@ -15,8 +15,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
 from vlcheck.spec import (
     CHECKS,
+    Declaration,
     LIMIT_IMAGE_COUNT,
     LIMIT_ONE_PER_MODALITY,
     MODALITIES,
@@ -126,6 +129,30 @@ def template_slots(text: str, path: Path, field: str) -> set[str]:
     return names
 
 
+def _read_declaration(parent: _Reader, key: str) -> Declaration:
+    """A `deviations` or `known_broken` entry: a table with the reason and the measured versions."""
+    if not isinstance(parent.table[key], dict):
+        raise SpecError(parent.path, parent.field(key),
+                        "expected a table: reason = \"...\", vllm = \">=0.24.0,<=0.32.0\", transformers = \"...\" "
+                        "(the versions it was measured on)")
+    r = parent.sub(key)
+    reason = r.get("reason", str, required=True)
+    if not reason.strip():
+        raise SpecError(r.path, r.field("reason"), "give the reason as a non-empty string")
+    ranges = {}
+    for dist in ("vllm", "transformers"):
+        text = r.get(dist, str, required=True)
+        if not text.strip():
+            raise SpecError(r.path, r.field(dist), "state the versions it was measured on, e.g. \"==0.24.0\"")
+        try:
+            SpecifierSet(text)
+        except InvalidSpecifier as err:
+            raise SpecError(r.path, r.field(dist), f"not a version range like \">=0.24.0,<=0.32.0\": {err}") from None
+        ranges[dist] = text
+    r.done()
+    return Declaration(reason=reason, **ranges)
+
+
 def _read_prompt(r: _Reader) -> Prompt:
     prompt = Prompt(
         template=r.get("template", str),
@@ -223,23 +250,22 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
             raise SpecError(r.path, d.field("kind"), f"expected one of {', '.join(_DRIFT_KINDS)}")
         drifts.append(drift)
 
-    deviations = r.get("deviations", dict, {})
-    for check, reason in deviations.items():
+    dev_r = r.sub("deviations")
+    deviations = {}
+    for check in dev_r.table if dev_r else ():
         if check not in CHECKS:
-            raise SpecError(r.path, r.field(f"deviations.{check}"), f"unknown check; checks are {', '.join(CHECKS)}")
-        if not isinstance(reason, str) or not reason.strip():
-            raise SpecError(r.path, r.field(f"deviations.{check}"), "give the reason as a non-empty string")
+            raise SpecError(r.path, dev_r.field(check), f"unknown check; checks are {', '.join(CHECKS)}")
+        deviations[check] = _read_declaration(dev_r, check)
 
-    known_broken = r.get("known_broken", dict, {})
     from vlcheck.hostile import CASES
 
     cases = [c.name for c in CASES]
-    for case, reason in known_broken.items():
+    broken_r = r.sub("known_broken")
+    known_broken = {}
+    for case in broken_r.table if broken_r else ():
         if case not in cases:
-            raise SpecError(r.path, r.field(f"known_broken.{case}"),
-                            f"unknown hostile-input case{_did_you_mean(case, cases)}")
-        if not isinstance(reason, str) or not reason.strip():
-            raise SpecError(r.path, r.field(f"known_broken.{case}"), "give the reason as a non-empty string")
+            raise SpecError(r.path, broken_r.field(case), f"unknown hostile-input case{_did_you_mean(case, cases)}")
+        known_broken[case] = _read_declaration(broken_r, case)
 
     stop_ids = r.get("stop_token_ids", list)
     stop_tokens = r.get("stop_tokens", list)
@@ -345,22 +371,40 @@ def spec_dirs() -> list[Path]:
 
 
 @lru_cache(maxsize=None)
-def _load_all(dirs: tuple[Path, ...]) -> dict[str, FamilySpec]:
+def _load_all(dirs: tuple[Path, ...]) -> tuple[dict[str, FamilySpec], dict[str, SpecError]]:
+    """Every spec that loads, and the error of every one that does not (by file stem): a broken
+    spec costs its own family only."""
     found: dict[str, FamilySpec] = {}
+    broken: dict[str, SpecError] = {}
     for d in dirs:
         for path in sorted(d.glob("*.toml")):
-            spec = load_spec(path)
+            try:
+                spec = load_spec(path)
+            except SpecError as err:
+                broken[path.stem] = err
+                found.pop(path.stem, None)
+                continue
+            broken.pop(spec.name, None)
             found[spec.name] = spec
-    return dict(sorted(found.items(), key=lambda kv: kv[0].lower()))
+    by_name = lambda kv: kv[0].lower()  # noqa: E731
+    return dict(sorted(found.items(), key=by_name)), dict(sorted(broken.items(), key=by_name))
 
 
 def all_families(dirs: Iterable[Path] | None = None) -> dict[str, FamilySpec]:
-    """Every family spec, by name, sorted case-insensitively."""
-    return _load_all(tuple(dirs) if dirs is not None else tuple(spec_dirs()))
+    """Every family spec that loads, by name, sorted case-insensitively."""
+    return _load_all(tuple(dirs) if dirs is not None else tuple(spec_dirs()))[0]
+
+
+def spec_errors(dirs: Iterable[Path] | None = None) -> dict[str, SpecError]:
+    """The spec files that do not load, by family (file) name, with the loader's error."""
+    return _load_all(tuple(dirs) if dirs is not None else tuple(spec_dirs()))[1]
 
 
 def get_family(name: str, dirs: Iterable[Path] | None = None) -> FamilySpec:
     families = all_families(dirs)
+    broken = spec_errors(dirs)
+    if name in broken:
+        raise broken[name]
     if name not in families:
         raise UnknownFamily(name, families)
     return families[name]

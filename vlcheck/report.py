@@ -17,8 +17,11 @@ from typing import Any
 
 from vlcheck.results import CheckResult, Status
 
-SCHEMA = 1
-STATUS_COLOURS = {"pass": "#c8e6c9", "declared deviation": "#fff3b0", "fail": "#ffcdd2", "skip": "#e0e0e0"}
+SCHEMA = 2
+"""2: the `error` status (vlcheck could not run the check), apart from `fail`."""
+STATUS_COLOURS = {"pass": "#c8e6c9", "declared deviation": "#fff3b0", "fail": "#ffcdd2", "error": "#d1c4e9",
+                  "skip": "#e0e0e0"}
+STATUS_SYMBOLS = {"pass": "✅", "declared deviation": "🟡", "fail": "❌", "error": "💥", "skip": "⏭️"}
 
 
 def environment() -> dict[str, Any]:
@@ -45,10 +48,15 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def build(results: list[CheckResult], checks: list[str], families: dict[str, Any]) -> dict[str, Any]:
+def build(results: list[CheckResult], checks: list[str], families: dict[str, Any],
+          unloadable: list[str] = ()) -> dict[str, Any]:
+    """The report of `results`; `unloadable` names families whose spec file does not load."""
     matrix: dict[str, dict[str, Any]] = {}
     for name, spec in families.items():
         matrix[name] = {"title": spec.title, "model": spec.model, "checks": {}}
+    for name in unloadable:
+        matrix[name] = {"title": name, "model": "(spec does not load)", "checks": {}}
+    matrix = dict(sorted(matrix.items(), key=lambda kv: kv[0].lower()))
     for r in results:
         matrix[r.family]["checks"][r.check] = {"status": r.status.value, "reason": r.reason,
                                                "details": r.details, "data": _plain(r.data)}
@@ -57,9 +65,14 @@ def build(results: list[CheckResult], checks: list[str], families: dict[str, Any
             "environment": environment(), "checks": checks, "summary": counts, "families": matrix}
 
 
-def deviations(report: dict) -> list[tuple[str, str, str]]:
+def cells_with(report: dict, status: str) -> list[tuple[str, str, str]]:
+    """(family, check, reason) of every cell with this status."""
     return [(fam, check, cell["reason"]) for fam, row in report["families"].items()
-            for check, cell in row["checks"].items() if cell["status"] == Status.DEVIATION.value]
+            for check, cell in row["checks"].items() if cell["status"] == status]
+
+
+def deviations(report: dict) -> list[tuple[str, str, str]]:
+    return cells_with(report, Status.DEVIATION.value)
 
 
 def to_markdown(report: dict) -> str:
@@ -69,15 +82,15 @@ def to_markdown(report: dict) -> str:
              " · ".join(f"{k} `{env.get(k)}`" for k in ("vllm", "transformers", "torch", "python", "gpu")), "",
              "| status | count |", "|---|---|"]
     lines += [f"| {s} | {n} |" for s, n in report["summary"].items()]
-    symbol = {"pass": "✅", "declared deviation": "🟡", "fail": "❌", "skip": "⏭️"}
     lines += ["", "| family | " + " | ".join(checks) + " |", "|---|" + "---|" * len(checks)]
     for fam, row in report["families"].items():
-        cells = [symbol.get(row["checks"].get(c, {}).get("status", ""), "") for c in checks]
+        cells = [STATUS_SYMBOLS.get(row["checks"].get(c, {}).get("status", ""), "") for c in checks]
         lines.append(f"| {fam} | " + " | ".join(cells) + " |")
-    fails = [(f, c, cell["reason"]) for f, row in report["families"].items() for c, cell in row["checks"].items()
-             if cell["status"] == "fail"]
-    if fails:
-        lines += ["", "### Failures", ""] + [f"- **{f}** {c}: {r}" for f, c, r in fails]
+    for status, title in (("fail", "Failures (vLLM or transformers behaviour)"),
+                          ("error", "Errors (vlcheck could not run the check: not a vLLM finding)")):
+        cells = cells_with(report, status)
+        if cells:
+            lines += ["", f"### {title}", ""] + [f"- **{f}** {c}: {r}" for f, c, r in cells]
     devs = deviations(report)
     if devs:
         lines += ["", "### Declared deviations", ""] + [f"- **{f}** {c}: {r}" for f, c, r in devs]
@@ -100,7 +113,7 @@ def to_html(report: dict) -> str:
                 continue
             anchor = f"d-{fam}-{c}"
             label = esc(cell["status"])
-            if cell["status"] in ("fail", "skip", "declared deviation"):
+            if cell["status"] != "pass":
                 label = f'<a href="#{esc(anchor)}">{label}</a>'
                 body = "".join(f"<pre>{esc(str(d))}</pre>" for d in cell["details"][:20])
                 details.append(f'<section id="{esc(anchor)}" class="detail" data-status="{esc(cell["status"])}">'
@@ -132,7 +145,7 @@ button.active{{outline:2px solid #333}} pre{{background:#f6f6f6;padding:6px;whit
 {"".join(rows)}
 </tbody></table>
 <h2>Details</h2>
-{"".join(details) or "<p>No failures, skips or deviations.</p>"}
+{"".join(details) or "<p>No failures, errors, skips or deviations.</p>"}
 <script>
 document.querySelectorAll("button[data-filter]").forEach(b => b.addEventListener("click", () => {{
   document.querySelectorAll("button[data-filter]").forEach(x => x.classList.remove("active"));

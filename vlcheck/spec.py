@@ -157,6 +157,51 @@ class Drift:
 
 
 @dataclass(frozen=True)
+class Declaration:
+    """A known deviation or breakage, scoped to the versions it was measured on (like vLLM's model
+    registry keeps `min_transformers_version` with a reason). Written in a spec as a table:
+
+        [single.deviations.template]
+        reason = "The example puts a newline before ASSISTANT: ..."
+        vllm = ">=0.24.0,<=0.32.0"
+        transformers = ">=5.16.1,<=5.19.0"
+    """
+
+    reason: str
+    """Why, with the evidence (what was run, what it printed)."""
+
+    vllm: str
+    """The vLLM versions it was measured on, as a PEP 440 specifier (`">=0.24.0,<=0.32.0"`)."""
+
+    transformers: str
+    """The transformers versions it was measured on, as a PEP 440 specifier."""
+
+    def applies(self, vllm: str | None, transformers: str | None) -> bool:
+        """Whether these installed versions lie inside the measured range (a missing package never does)."""
+        from packaging.specifiers import SpecifierSet
+
+        return (vllm is not None and transformers is not None
+                and SpecifierSet(self.vllm).contains(vllm, prereleases=True)
+                and SpecifierSet(self.transformers).contains(transformers, prereleases=True))
+
+    @property
+    def scope(self) -> str:
+        return f"vllm {self.vllm}, transformers {self.transformers}"
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def _applying(declaration: Declaration | None) -> Declaration | None:
+    from vlcheck.versions import installed
+
+    if declaration is None:
+        return None
+    versions = installed()
+    return declaration if declaration.applies(versions["vllm"], versions["transformers"]) else None
+
+
+@dataclass(frozen=True)
 class Variant:
     """One example function: everything it decides for a request."""
 
@@ -216,20 +261,34 @@ class Variant:
 
     drifts: tuple[Drift, ...] = ()
 
-    deviations: dict[str, str] = field(default_factory=dict)
-    """Known, accepted failures of a check, by check name (`template`, `stops`, ...), each with
-    the reason. A failing check with a declared deviation reports "declared deviation" instead of
-    failing, and the report lists it so nobody forgets it. Example: llava-1.5's hand prompt puts a
-    newline before `ASSISTANT:` where its chat template puts a space. On the GPU tier, `generation`
-    (an engine known not to start or serve), `golden` (vLLM's dummy weights give greedy outputs
-    that cannot be a golden, e.g. NaN logprobs) and `cache` (empty media + uuid not served) make
-    the affected tests strict expected failures."""
+    deviations: dict[str, Declaration] = field(default_factory=dict)
+    """Known, accepted failures of a check, by check name (`template`, `stops`, ...), each a
+    `Declaration` with the reason and the versions it was measured on. A failing check with a
+    declared deviation that applies to the installed versions reports "declared deviation" instead
+    of failing, and the report lists it so nobody forgets it. Example: llava-1.5's hand prompt puts
+    a newline before `ASSISTANT:` where its chat template puts a space. On the GPU tier,
+    `generation` (an engine known not to start or serve), `golden` (greedy outputs that cannot be a
+    golden, e.g. NaN logprobs) and `cache` (empty media + uuid not served) make the affected tests
+    strict expected failures. Outside its versions a declaration does not apply: the check runs
+    plainly and says so."""
 
-    known_broken: dict[str, str] = field(default_factory=dict)
-    """Hostile-input cases (`vlcheck.hostile.CASES`, by name) where the installed vLLM is known to
-    break, each with the reason and vLLM version. A listed case may be broken without failing the
-    test; on CPU the test fails once a listed case no longer breaks (so the entry is removed), and
-    on both tiers the outcome stays in the family's snapshot."""
+    known_broken: dict[str, Declaration] = field(default_factory=dict)
+    """Hostile-input cases (`vlcheck.hostile.CASES`, by name) where vLLM is known to break, each a
+    `Declaration`. A listed case that applies to the installed versions may be broken without
+    failing the test; on CPU the test fails once such a case no longer breaks (so the entry is
+    removed or its range narrowed), and on both tiers the outcome stays in the family's snapshot."""
+
+    def deviation(self, check: str) -> Declaration | None:
+        """The declared deviation of `check` that applies to the installed vLLM and transformers."""
+        return _applying(self.deviations.get(check))
+
+    def broken_case(self, case: str) -> Declaration | None:
+        """The `known_broken` entry of a hostile-input case that applies to the installed versions."""
+        return _applying(self.known_broken.get(case))
+
+    @property
+    def broken_cases(self) -> dict[str, Declaration]:
+        return {case: d for case, d in self.known_broken.items() if _applying(d) is not None}
 
     @property
     def primary_modality(self) -> str:

@@ -30,7 +30,7 @@ NONE_FORM_DROPPED = pytest.mark.xfail(
 def test_resend_with_none_hits_the_cache(family, variant, engine, request):
     # Applied here, not as a decorator: pytest honours only the first xfail mark it finds at
     # setup, which would hide a declared `generation` deviation applied by the engine fixture.
-    if "generation" not in variant.deviations:
+    if variant.deviation("generation") is None:
         request.applymarker(NONE_FORM_DROPPED)
     run = uuid_resend(family, variant, engine, "none", "none")
     if run.queries_added == 0 and all(r < f for r, f in zip(run.resend_prompt_tokens, run.first_prompt_tokens)):
@@ -41,8 +41,8 @@ def test_resend_with_none_hits_the_cache(family, variant, engine, request):
 
 def test_unknown_uuid_is_a_cache_miss_error(family, variant, engine):
     error = unknown_uuid_error(family, variant, engine)
-    if "cache" in variant.deviations and (error is None or "Cache miss" not in error):
-        pytest.xfail(f"declared deviation: {variant.deviations['cache']} (got: {error})")
+    if variant.deviation("cache") is not None and (error is None or "Cache miss" not in error):
+        pytest.xfail(f"declared deviation: {variant.deviation('cache')} (got: {error})")
     assert error is not None and "Cache miss" in error, error
     assert still_serves(family, variant, engine), f"{family.name}: the engine stopped answering after the error"
 

@@ -15,8 +15,8 @@ from vlcheck.templates import TemplateUnavailable
 
 
 def test_hostile_inputs_on_cpu(family, variant, family_snapshot):
-    if "processor" in variant.deviations:
-        pytest.skip(f"{family.name}: its processor is known broken: {variant.deviations['processor']}")
+    if variant.deviation("processor") is not None:
+        pytest.skip(f"{family.name}: its processor is known broken: {variant.deviation('processor')}")
     try:
         outcomes = run_cpu(family, variant)
     except NotBuildable as err:
@@ -24,8 +24,9 @@ def test_hostile_inputs_on_cpu(family, variant, family_snapshot):
     except TemplateUnavailable as err:
         pytest.skip(f"the example renders with the model's chat template: {err}")
     broken = [o for o in outcomes if o.kind == "broken"]
-    unexpected = [o.line() for o in broken if o.case not in variant.known_broken]
-    stale = [c for c in variant.known_broken if c not in {o.case for o in broken}]
+    unexpected = [o.line() for o in broken if variant.broken_case(o.case) is None]
+    stale = [c for c in variant.broken_cases if c not in {o.case for o in broken}]
     assert family_snapshot == document(family, variant, outcomes, "vLLM processor, CPU")
-    assert not unexpected, f"{family.name}: broken on vLLM's processor:\n" + "\n".join(unexpected)
-    assert not stale, f"{family.name}: known_broken cases now work (remove them from the spec): {stale}"
+    assert not unexpected, f"{family.name} [{variant.kind}] hostile inputs: broken on vLLM's processor:\n" + "\n".join(unexpected)
+    assert not stale, (f"{family.name} [{variant.kind}] hostile inputs: known_broken cases now work "
+                       f"(remove them from the spec, or narrow their versions): {stale}")

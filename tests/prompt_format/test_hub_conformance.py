@@ -7,20 +7,15 @@ import pytest
 
 from vlcheck.conformance import hub_document, stop_conformance, template_conformance
 from vlcheck.results import Status
-
-
-def _assert_ok(result):
-    if result.status is Status.SKIP:
-        pytest.skip(result.reason)
-    assert result.status is not Status.FAIL, "\n".join([f"{result.family}: {result.reason}", *result.details])
+from vlcheck.testing import require_ok
 
 
 def test_hand_prompt_matches_chat_template(family, variant):
-    _assert_ok(template_conformance(family, variant))
+    require_ok(template_conformance(family, variant), variant)
 
 
 def test_stop_tokens_resolve(family, variant):
-    _assert_ok(stop_conformance(family, variant))
+    require_ok(stop_conformance(family, variant), variant)
 
 
 def test_hub_conformance_snapshot(family, variant, family_snapshot):

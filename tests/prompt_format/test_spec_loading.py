@@ -52,8 +52,16 @@ def test_good_spec_loads(tmp_path):
     (("{{question}}", "{{questoin}}"), "single.prompt.template", "unknown slot {questoin}"),
     (('limit_mm_per_prompt = "one per modality"', 'limit_mm_per_prompt = "one"'), "single.limit_mm_per_prompt", "expected"),
     (("engine_args = {{ max_model_len = 4096 }}", 'engine_args = {{ model = "x" }}'), "single.engine_args.model", "set `model` on the variant"),
-    (('placeholder = "<image>"', 'placeholder = "<image>"\n[single.known_broken]\n"1x1 imgae" = "vLLM 0.24.0: x"'),
+    (('placeholder = "<image>"', 'placeholder = "<image>"\n[single.known_broken."1x1 imgae"]\nreason = "x"\n'
+      'vllm = "==0.24.0"\ntransformers = "==5.16.1"'),
      "single.known_broken.1x1 imgae", "unknown hostile-input case (did you mean '1x1 image'?)"),
+    (('placeholder = "<image>"', 'placeholder = "<image>"\n[single.deviations]\ntemplate = "no versions"'),
+     "single.deviations.template", "expected a table: reason = "),
+    (('placeholder = "<image>"', 'placeholder = "<image>"\n[single.deviations.template]\nreason = "x"\nvllm = "==0.24.0"'),
+     "single.deviations.template.transformers", "missing (required)"),
+    (('placeholder = "<image>"', 'placeholder = "<image>"\n[single.deviations.template]\nreason = "x"\n'
+      'vllm = "0.24 or newer"\ntransformers = "==5.16.1"'),
+     "single.deviations.template.vllm", "not a version range"),
 ])
 def test_errors_name_file_and_field(tmp_path, change, field, words):
     old, new = change

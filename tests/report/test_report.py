@@ -81,7 +81,7 @@ def _with_status(rep, family, check, status, reason="broken"):
 def test_diff_flags_a_newly_failing_check(rep):
     d = diff.compare(rep, _with_status(rep, "qwen2_vl", "template", "fail"))
     assert d.regressed and d.regressions == ["qwen2_vl template: pass -> fail: broken"]
-    assert "❌ regressions" in diff.to_markdown(d)
+    assert diff.to_markdown(d).startswith("## vlcheck diff: ❌ REGRESSED") and d.verdict == "REGRESSED"
 
 
 def test_diff_pass_to_deviation_is_a_regression_and_skip_is_lost_coverage(rep):
@@ -107,3 +107,43 @@ def test_diff_command_exit_codes(rep, tmp_path, capsys):
     assert cli.main(["diff", str(old), str(same)]) == 0
     assert cli.main(["diff", str(old), str(bad), "--markdown", str(tmp_path / "pr.md")]) == 1
     assert "REGRESSED" in capsys.readouterr().out and (tmp_path / "pr.md").read_text().startswith("## vlcheck diff")
+
+
+def test_an_error_is_never_a_regression_and_makes_the_verdict_inconclusive(rep):
+    new = _with_status(rep, "qwen2_vl", "template", "error")
+    d = diff.compare(rep, new)
+    assert not d.regressions and d.verdict == "INCONCLUSIVE" and d.exit_code == 3
+    assert [n.split(":")[0] for n in d.not_run] == ["qwen2_vl template"] and "new side" in d.not_run[0]
+    # a real regression elsewhere still decides the verdict
+    d = diff.compare(rep, _with_status(new, "llava", "spec", "fail"))
+    assert d.verdict == "REGRESSED" and d.exit_code == 1 and len(d.not_run) == 1
+    # and an error on the old side is not a fix either
+    d = diff.compare(new, rep)
+    assert not d.fixed and "old side" in d.not_run[0]
+
+
+def test_a_declaration_that_no_longer_applies_shows_as_fixed_or_regressed(rep):
+    deviated = _with_status(rep, "llava", "template", "declared deviation")
+    assert [f.split(":")[0] for f in diff.compare(deviated, _with_status(rep, "llava", "template", "pass")).fixed] == \
+        ["llava template"]
+    assert [r.split(":")[0] for r in diff.compare(deviated, _with_status(rep, "llava", "template", "fail")).regressions] \
+        == ["llava template"]
+
+
+def test_facts_measured_on_one_side_are_not_measured_never_moved_to_empty(rep):
+    new = copy.deepcopy(rep)
+    del new["families"]["llava"]["checks"]["spec"]["data"]["prompts"]
+    d = diff.compare(rep, new)
+    assert d.not_measured == ["llava spec: prompts: not measured on the new side"]
+    assert not any(m.startswith("llava spec") for m in d.moved)
+
+
+def test_errors_are_shown_apart_from_failures_in_markdown_and_html(rep):
+    both = _with_status(_with_status(rep, "qwen2_vl", "template", "error"), "llava", "spec", "fail")
+    both["summary"] = dict(Counter(c["status"] for row in both["families"].values() for c in row["checks"].values()))
+    text = report.to_markdown(both)
+    failures, errors = text.split("### Errors")
+    assert "**llava** spec" in failures.split("### Failures")[1] and "**qwen2_vl** template" in errors
+    page = _Cells()
+    page.feed(report.to_html(both))
+    assert Counter(page.cells)["error"] == 1 and Counter(page.cells)["fail"] == 1

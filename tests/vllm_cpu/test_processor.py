@@ -9,6 +9,7 @@ import pytest
 from vlcheck.processor_check import processor_check
 from vlcheck.registry import load_spec
 from vlcheck.results import Status
+from vlcheck.testing import require_ok
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 
@@ -22,7 +23,7 @@ def _result(family, variant):
 
 def test_processor_expands_every_item(family, variant, family_snapshot):
     result = _result(family, variant)
-    assert result.status is not Status.FAIL, "\n".join([result.reason, *result.details])
+    require_ok(result, variant)
     counts = result.data[f"{variant.kind}.token_counts"]
     lines = [f"# vLLM processor on the synthetic checkpoint: {family.name} [{variant.kind}]",
              f"# status: {result.status.value}"]
