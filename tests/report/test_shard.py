@@ -1,0 +1,72 @@
+"""Sharding the suite over CI runners: every family in exactly one shard, balanced, the same
+split on every runner."""
+
+import subprocess
+import sys
+
+import pytest
+
+from vlcheck.registry import all_families
+from vlcheck.shard import Shard, durations_from_summary, family_weights, load_durations, partition, select
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "1", "1/0", "a/b", "-1/2"])
+def test_a_shard_outside_its_split_is_refused(text):
+    with pytest.raises(ValueError, match="expected i/n"):
+        Shard.parse(text)
+
+
+def test_longest_first_onto_the_least_loaded_shard():
+    weights = {"a": 10, "b": 8, "c": 5, "d": 3, "e": 3}
+    # a->1 (10), b->2 (8), c->2 (13), then d and e (ties broken by name) -> 1 (13, 16)
+    assert partition(weights, 2) == [["a", "d", "e"], ["b", "c"]]
+    assert partition(weights, 1) == [["a", "b", "c", "d", "e"]]
+    assert partition(weights, 7)[5:] == [[], []]  # more runners than families: the rest idle
+
+
+def test_a_config_without_a_measured_duration_weighs_the_median():
+    spec = all_families()["qwen2_vl"]  # two family-configs: single and multi_image
+    assert family_weights([spec], {"qwen2_vl-single": 10, "x-single": 30, "y-single": 50}) == {"qwen2_vl": 10 + 30}
+
+
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_the_shards_hold_every_family_once_and_are_balanced(count):
+    specs = list(all_families().values())
+    parts = [select(specs, Shard(i, count)) for i in range(1, count + 1)]
+    names = [s.name for part in parts for s in part]
+    assert sorted(names) == sorted(s.name for s in specs) and len(set(names)) == len(names)
+    weights = family_weights(specs, load_durations())
+    loads = [sum(weights[s.name] for s in part) for part in parts]
+    # greedy longest-first: no shard exceeds the lightest one by more than one family's weight
+    assert max(loads) - min(loads) <= max(weights.values())
+    assert parts == [select(specs, Shard(i, count)) for i in range(1, count + 1)]  # deterministic
+
+
+def test_durations_are_read_from_a_gpu_tier_summary():
+    summary = ("aria multi_image rc=0 65s 8 passed, 1 skipped, 1 xfailed in 50.1s\n"
+               "ovis single rc=0 2s 10 skipped in 0.5s\n"
+               "qwen2_vl single not started: DEADLINE=300s passed\n"
+               "gpu tier: 304 s wall, JOBS=8\n")
+    assert durations_from_summary(summary) == {"aria-multi_image": 65.0, "ovis-single": 2.0}
+
+
+def test_the_durations_data_names_only_existing_family_configs():
+    ids = {f"{s.name}-{v.kind}" for s in all_families().values() for v in s.variants}
+    assert set(load_durations()) <= ids
+
+
+def _collected(*args):
+    """The test ids pytest collects with these options (no test runs)."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "tests/vllm_cpu/test_engine_args.py", "tests/report/test_goldens.py", *args],
+                         capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if "::" in line]
+
+
+def test_pytest_shards_run_every_test_exactly_once():
+    whole = _collected()
+    first, second = _collected("--vlcheck-shard", "1/2"), _collected("--vlcheck-shard", "2/2")
+    assert sorted(first + second) == sorted(whole) and not set(first) & set(second)
+    family_free = [t for t in whole if "[" not in t]
+    assert family_free and set(family_free) <= set(first)  # tests of no family: shard 1 only
+    assert any("[" in t for t in first) and any("[" in t for t in second)
