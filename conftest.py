@@ -29,8 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-shard", type=_shard, default=None, metavar="I/N",
                     help="run shard I of N: whole families, balanced by measured durations (vlcheck/shard.py); "
                          "tests that belong to no family run in shard 1")
-    group.addoption("--vlcheck-tp", type=int, default=2, metavar="N",
-                    help="GPU tier: the tensor_parallel_size compared with TP=1 (tests/gpu_generation/test_tensor_parallel.py)")
+    group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
+                    help="GPU tier: compare each family-config served at tensor_parallel_size N with TP=1 "
+                         "(tests/gpu_generation/test_tensor_parallel.py; N GPUs per family-config)")
 
 
 def _shard(text: str):
@@ -194,6 +195,18 @@ def start_engine(family, variant, engines, weights_mode, request, **overrides):
 @pytest.fixture
 def engine(family, variant, engines, weights_mode, request):
     return start_engine(family, variant, engines, weights_mode, request)
+
+
+@pytest.fixture
+def tp_ready_engine(family, variant, engines, request):
+    """`tp_ready_engine(size)`: the family-config's tensor-parallel-ready synthetic checkpoint with
+    seeded weights, served at tensor_parallel_size `size` (vlcheck/tensor_parallel.py)."""
+    from vlcheck.tensor_parallel import TP_READY_HEADS
+
+    def at(size: int):
+        return start_engine(family, variant, engines, "seeded", request, heads=TP_READY_HEADS, tensor_parallel_size=size)
+
+    return at
 
 
 @pytest.fixture

@@ -1,65 +1,116 @@
 #!/usr/bin/env bash
-# Run the GPU tier with one pytest process per family-config, JOBS of them side by side on one
-# GPU, and keep the evidence: a log and a JUnit XML per family-config, a summary with wall
-# times, and the goldens and GPU snapshots recorded.
+# Run the GPU tier with one pytest process per family-config, spread over every GPU of the host
+# (JOBS side by side on each GPU), and keep the evidence: a log and a JUnit XML per
+# family-config, a summary with wall times and GPUs, and the goldens and GPU snapshots recorded.
 # One process each, so that one family's crash, or an engine that dies and leaves vLLM's client
 # waiting, costs that family only (killed after CONFIG_TIMEOUT). Side by side works for synthetic
 # checkpoints: each engine takes a fixed 1 GiB KV cache (vlcheck/engines.py SYNTHETIC_ENGINE_ARGS);
 # keep JOBS=1 with --vlcheck-weights real.
+# A family-config that needs k GPUs (--vlcheck-tp k; or the real model's tensor_parallel_size
+# with real weights) gets k of them, each with a free slot (CUDA_VISIBLE_DEVICES per process).
+# The longest family-configs start first (vlcheck/gpu_durations.json), so the tail is short.
 #   FAMILIES        space-separated families (default: every family with a synthetic recipe)
-#   JOBS            family-configs at a time (default 1)
+#   GPUS            space-separated device ids to use (default: every visible GPU)
+#   JOBS            family-configs at a time on each GPU (default 1)
+#   SHARD=i/n       only this runner's share of the families (vlcheck/shard.py), for a CI job matrix
 #   RECORD=1        record goldens and GPU snapshots (--vlcheck-update-goldens --snapshot-update)
 #   CONFIG_TIMEOUT  seconds one family-config may take (default 300)
 #   DEADLINE        seconds after which no further family-config is started (default: none);
 #                   the tier then ends within DEADLINE + CONFIG_TIMEOUT, and names what it left out
 #   OUT             where the evidence goes (default: gpu-out)
-# Extra arguments go to pytest (e.g. --vlcheck-weights seeded, --vlcheck-cache-off).
+# Extra arguments go to pytest (e.g. --vlcheck-weights seeded, --vlcheck-cache-off, --vlcheck-tp 2).
 set -uo pipefail
+(( BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501 )) || { echo "gpu-tier.sh needs bash >= 5.1 (wait -p)"; exit 2; }
 out=${OUT:-gpu-out}
+jobs_per_gpu=${JOBS:-1}
 mkdir -p "$out/logs"
 export VLCHECK_CACHE=${VLCHECK_CACHE:-/tmp/vlcheck-cache} PYTHONUNBUFFERED=1 VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-WARNING}
 record=()
 [ "${RECORD:-0}" = 1 ] && record=(--vlcheck-update-goldens --snapshot-update)
 
-# The family-configs to run; their checkpoints are built here, once, before the jobs start.
-configs=$(python3 - "${FAMILIES:-}" 2> "$out/logs/build.log" <<'PY'
-import sys, time
+visible_gpus() {
+  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then echo "${CUDA_VISIBLE_DEVICES//,/ }"
+  else nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | tr '\n' ' '; fi
+}
+read -ra gpus <<< "${GPUS:-$(visible_gpus)}"
+[ "${#gpus[@]}" -gt 0 ] || { echo "no GPU visible (set GPUS)"; exit 2; }
+
+# The family-configs to run, longest first, with the GPUs each needs ("family kind gpus");
+# their checkpoints are built here, once, before the jobs start.
+configs=$(python3 - "${FAMILIES:-}" "${SHARD:-}" "$@" 2> "$out/logs/build.log" <<'PY'
+import argparse, statistics, sys, time
+from vlcheck.engines import real_weights_available
 from vlcheck.registry import all_families
+from vlcheck.shard import Shard, load_durations, select
 from vlcheck.synthetic import checkpoint_dir
-wanted = sys.argv[1].split()
-for name, spec in all_families().items():
-    if (wanted and name not in wanted) or spec.synthetic is None or spec.synthetic.unsupported:
-        continue
-    for variant in spec.variants:
-        t = time.perf_counter()
-        path = checkpoint_dir(spec, variant)
-        print(f"{name} {variant.kind}: {path} ({time.perf_counter() - t:.1f} s)", file=sys.stderr)
-        print(f"{name} {variant.kind}")
+from vlcheck.testing import config_id
+
+wanted, shard = sys.argv[1].split(), sys.argv[2]
+options = argparse.ArgumentParser(add_help=False)
+options.add_argument("--vlcheck-weights", default="auto")
+options.add_argument("--vlcheck-tp", type=int, default=1)
+opts, _ = options.parse_known_args(sys.argv[3:])
+specs = [s for name, s in all_families().items()
+         if (not wanted or name in wanted) and s.synthetic is not None and not s.synthetic.unsupported]
+specs = select(specs, Shard.parse(shard) if shard else None)
+durations = load_durations()
+configs = [(s, v) for s in specs for v in s.variants]
+median = statistics.median(durations.values())
+configs.sort(key=lambda sv: -durations.get(config_id(*sv), median))
+for spec, variant in configs:
+    t = time.perf_counter()
+    path = checkpoint_dir(spec, variant)
+    print(f"{spec.name} {variant.kind}: {path} ({time.perf_counter() - t:.1f} s)", file=sys.stderr)
+    real = opts.vlcheck_weights in ("auto", "real") and real_weights_available(variant) is not None
+    print(f"{spec.name} {variant.kind} {max(opts.vlcheck_tp, variant.gpus_needed if real else 1)}")
 PY
 ) || { echo "building the synthetic checkpoints failed:"; tail "$out/logs/build.log"; exit 1; }
-echo "$(echo "$configs" | wc -l) family-configs, JOBS=${JOBS:-1}"
+echo "$(echo "$configs" | grep -c .) family-configs${SHARD:+ (shard $SHARD)}, GPUs ${gpus[*]}, JOBS=$jobs_per_gpu per GPU"
 
-run_config() {  # family kind
+declare -A load=() held=()  # jobs running per GPU position; GPU positions per running pid
+for i in "${!gpus[@]}"; do load[$i]=0; done
+
+acquire() {  # k: the positions of the k least-loaded GPUs with a free slot, or fail
+  local free
+  free=$(for i in "${!gpus[@]}"; do [ "${load[$i]}" -lt "$jobs_per_gpu" ] && echo "${load[$i]} $i"; done | sort -n -k1,1 -k2,2 | head -n "$1" | cut -d' ' -f2)
+  [ "$(echo "$free" | grep -c .)" -ge "$1" ] && echo $free
+}
+
+reap() {  # wait for one job, give back its GPUs; fails if that job failed
+  local pid rc=0
+  wait -n -p pid || rc=$?
+  [ -n "${pid:-}" ] || return 0
+  for i in ${held[$pid]}; do load[$i]=$(( load[$i] - 1 )); done
+  unset "held[$pid]"
+  return "$rc"
+}
+
+run_config() {  # family kind "gpu ids" pytest-args...
   local t=$(date +%s) log="$out/logs/$1-$2.log"
-  timeout "${CONFIG_TIMEOUT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider "${record[@]}" -rfEsxX \
-    --junitxml "$out/logs/$1-$2.xml" --vlcheck-family "$1" --vlcheck-variant "$2" "${@:3}" tests > "$log" 2>&1
+  CUDA_VISIBLE_DEVICES=${3// /,} timeout "${CONFIG_TIMEOUT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider "${record[@]}" -rfEsxX \
+    --junitxml "$out/logs/$1-$2.xml" --vlcheck-family "$1" --vlcheck-variant "$2" "${@:4}" tests > "$log" 2>&1
   local rc=$?
-  echo "$1 $2 rc=$rc $(( $(date +%s) - t ))s $(grep -aE '(passed|failed|skipped|error)' "$log" | tail -1)" >> "$out/summary.txt"
+  echo "$1 $2 rc=$rc $(( $(date +%s) - t ))s $(grep -aE '(passed|failed|skipped|error)' "$log" | tail -1) [gpu ${3// /,}]" >> "$out/summary.txt"
   tail -1 "$out/summary.txt"
   [ "$rc" = 0 ] || [ "$rc" = 5 ]
 }
 
-start=$(date +%s); failed=0; running=0
-while read -r family kind; do
+start=$(date +%s); failed=0
+while read -r family kind need; do
   [ -n "$family" ] || continue
-  if [ "$running" -ge "${JOBS:-1}" ]; then wait -n || failed=1; running=$((running - 1)); fi
   if [ -n "${DEADLINE:-}" ] && [ $(( $(date +%s) - start )) -ge "$DEADLINE" ]; then
     echo "$family $kind not started: DEADLINE=${DEADLINE}s passed" | tee -a "$out/summary.txt"; failed=1; continue
   fi
-  run_config "$family" "$kind" "$@" & running=$((running + 1))
+  # more GPUs than the host has: pinned to all of them, its tests skip with the reason
+  [ "$need" -le "${#gpus[@]}" ] || need=${#gpus[@]}
+  until slots=$(acquire "$need"); do reap || failed=1; done
+  ids=$(for i in $slots; do echo -n "${gpus[$i]} "; done)
+  run_config "$family" "$kind" "${ids% }" "$@" &
+  held[$!]=$slots
+  for i in $slots; do load[$i]=$(( load[$i] + 1 )); done
 done <<< "$configs"
-while [ "$running" -gt 0 ]; do wait -n || failed=1; running=$((running - 1)); done
-echo "gpu tier: $(( $(date +%s) - start )) s wall, JOBS=${JOBS:-1}" | tee -a "$out/summary.txt"
+while [ "${#held[@]}" -gt 0 ]; do reap || failed=1; done
+echo "gpu tier: $(( $(date +%s) - start )) s wall, JOBS=$jobs_per_gpu per GPU, GPUs ${gpus[*]}${SHARD:+, shard $SHARD}" | tee -a "$out/summary.txt"
 tar czf "$out/evidence.tgz" snapshots/gpu_goldens snapshots/test_hostile_gpu 2>/dev/null || true
 tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs"
 exit "$failed"

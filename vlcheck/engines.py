@@ -107,8 +107,10 @@ def _position_limit(model_dir: str) -> int | None:
     return config.get("max_position_embeddings")
 
 
-def engine_args(spec: FamilySpec, variant: Variant, weights: str, **overrides) -> tuple[dict, str, str]:
-    """(engine args, weights used, model folder) for one family-config."""
+def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | None = None,
+                **overrides) -> tuple[dict, str, str]:
+    """(engine args, weights used, model folder) for one family-config. `heads`: the synthetic
+    checkpoint's tensor-parallel-ready build (`synthetic.checkpoint_dir`)."""
     args = variant_engine_args(variant)
     if weights in ("auto", "real"):
         real = real_weights_available(variant)
@@ -122,9 +124,9 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, **overrides) -
     # weights fail to load leaves vLLM 0.24.0's client waiting forever: opt in per run.
     try:
         if weights == "seeded":
-            local, used = str(checkpoint_dir(spec, variant, weights=True)), "seeded"
+            local, used = str(checkpoint_dir(spec, variant, weights=True, heads=heads)), "seeded"
         else:
-            local, used = str(checkpoint_dir(spec, variant, weights=False)), "synthetic-dummy"
+            local, used = str(checkpoint_dir(spec, variant, weights=False, heads=heads)), "synthetic-dummy"
     except NotBuildable as err:
         raise EngineUnavailable(f"{spec.name}: no synthetic checkpoint: {err}", True) from None
     args = {k: v for k, v in args.items() if k not in DROPPED_FOR_SYNTHETIC}

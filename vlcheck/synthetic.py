@@ -42,6 +42,18 @@ SHRINK = {
 }
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "qformer_config", "thinker_config")
 
+# A tensor-parallel-ready checkpoint (`checkpoint_dir(..., heads=N)`): N attention and N key-value
+# heads of head_dim 32, widths scaled to match, so that TP sizes dividing N can split it. A
+# recipe value that restates the default shrink's size (a width of 64, 2 heads, ...) follows.
+TP_WIDTH_KEYS = {"hidden_size", "embed_dim", "d_model", "width", "n_embed", "out_hidden_size", "output_hidden_size",
+                 "projection_dim", "text_hidden_size", "encoder_hidden_size", "word_embed_proj_dim", "share_q_dim",
+                 "vision_output_dim", "projector_input_dim", "projector_output_dim"}
+TP_INTERMEDIATE_KEYS = {"intermediate_size", "mlp_dim", "ffn_dim", "ffn_hidden_size", "alignment_intermediate_size",
+                        "share_expert_dim", "intermediate_size_mlp", "moe_intermediate_size",
+                        "shared_expert_intermediate_size"}
+TP_HEAD_KEYS = {"num_attention_heads", "num_heads", "heads", "encoder_attention_heads"}
+TP_KV_HEAD_KEYS = {"num_key_value_heads", "multi_query_group_num"}
+
 
 class NotBuildable(RuntimeError):
     """The family's checkpoint cannot be synthesized (e.g. its config needs the model's remote code)."""
@@ -63,18 +75,21 @@ def special_tokens_of(spec: FamilySpec, variant: Variant, recipe: Recipe) -> lis
     return list(dict.fromkeys(found))
 
 
-def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool) -> str:
+def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool, heads: int | None = None) -> str:
     import transformers
 
-    blob = json.dumps({"builder": BUILDER_HASH, "transformers": transformers.__version__,
-                       "architecture": variant.architecture, "recipe": recipe.__dict__,
-                       "tokens": special_tokens_of(spec, variant, recipe), "weights": weights},
-                      sort_keys=True, default=str)
+    content = {"builder": BUILDER_HASH, "transformers": transformers.__version__,
+               "architecture": variant.architecture, "recipe": recipe.__dict__,
+               "tokens": special_tokens_of(spec, variant, recipe), "weights": weights}
+    if heads is not None:
+        content["heads"] = heads
+    blob = json.dumps(content, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False) -> Path:
-    """The synthetic checkpoint folder for a variant, built on first use (raises NotBuildable)."""
+def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, heads: int | None = None) -> Path:
+    """The synthetic checkpoint folder for a variant, built on first use (raises NotBuildable).
+    `heads`: the tensor-parallel-ready build (see TP_WIDTH_KEYS), instead of the default 2 heads."""
     recipe = spec.synthetic
     if recipe is None:
         raise NotBuildable(f"{spec.name}: no [synthetic] recipe in {spec.path}")
@@ -82,13 +97,13 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False) ->
         raise NotBuildable(f"{spec.name}: {recipe.unsupported}")
     # Named by content only: a family's single and multi-image examples often need the same
     # checkpoint (same architecture and tokens), which is then built once.
-    target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, weights)}"
+    target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, weights, heads)}"
     if (target / "config.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        _build(spec, variant, recipe, staging, weights)
+        _build(spec, variant, recipe, staging, weights, heads)
         try:
             staging.rename(target)  # atomic: another worker may have won the race, which is fine
         except OSError:
@@ -157,9 +172,35 @@ def _set_path(config: Any, dotted: str, value: Any) -> None:
         setattr(target, last, value)
 
 
-def shrink(config: Any) -> None:
+def tp_ready_sizes(heads: int) -> dict[str, int]:
+    """SHRINK for `heads` attention and key-value heads of head_dim 32, widths scaled to match."""
+    scale = heads * SHRINK["head_dim"] // SHRINK["hidden_size"]
+    sizes = {k: v * scale if k in TP_WIDTH_KEYS | TP_INTERMEDIATE_KEYS else v for k, v in SHRINK.items()}
+    return {**sizes, **{k: heads for k in sizes if k in TP_HEAD_KEYS | TP_KV_HEAD_KEYS}}
+
+
+def tp_ready_value(key: str, value: Any, heads: int) -> Any:
+    """A recipe value for the TP-ready build: one that restates the default shrink's width,
+    intermediate size or head count (in a table or list too) is scaled with it."""
+    scale = heads * SHRINK["head_dim"] // SHRINK["hidden_size"]
+    if isinstance(value, dict):
+        return {k: tp_ready_value(k, v, heads) for k, v in value.items()}
+    if isinstance(value, list):
+        return [tp_ready_value(key, v, heads) for v in value]
+    if isinstance(value, bool) or not isinstance(value, int):
+        return value
+    if (key in TP_WIDTH_KEYS and value == SHRINK["hidden_size"]) or (
+            key in TP_INTERMEDIATE_KEYS and value == SHRINK["intermediate_size"]):
+        return value * scale
+    if (key in TP_HEAD_KEYS and value == SHRINK["num_attention_heads"]) or (
+            key in TP_KV_HEAD_KEYS and value == SHRINK["num_key_value_heads"]):
+        return heads
+    return value
+
+
+def shrink(config: Any, sizes: dict[str, int] = SHRINK) -> None:
     """Shrink a config and its sub-configs in place (widths, depths, heads, experts)."""
-    for key, value in SHRINK.items():
+    for key, value in sizes.items():
         if hasattr(config, key) and isinstance(getattr(config, key), int):
             setattr(config, key, value)
     layers = getattr(config, "num_hidden_layers", None)
@@ -170,10 +211,10 @@ def shrink(config: Any) -> None:
     for sub in SUB_CONFIGS:
         child = getattr(config, sub, None)
         if child is not None and not isinstance(child, (dict, list)):
-            shrink(child)
+            shrink(child, sizes)
 
 
-def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weights: bool) -> None:
+def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weights: bool, heads: int | None = None) -> None:
     from transformers import CONFIG_MAPPING
 
     from vlcheck import vllm_api
@@ -189,11 +230,15 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
                            f"model_type {recipe.model_type!r}")
     # A whole sub-config given as a table (with its model_type) is built as a config object
     # first, so that it is shrunk and wired like the rest; other overrides apply after shrinking.
-    whole = {k: v for k, v in recipe.config.items() if isinstance(v, dict) and "model_type" in v}
+    overrides, sizes = recipe.config, SHRINK
+    if heads is not None:
+        overrides = {k: tp_ready_value(k.rpartition(".")[2], v, heads) for k, v in overrides.items()}
+        sizes = tp_ready_sizes(heads)
+    whole = {k: v for k, v in overrides.items() if isinstance(v, dict) and "model_type" in v}
     for dotted, value in whole.items():
         _set_path(config, dotted, CONFIG_MAPPING[value["model_type"]](**copy.deepcopy(value)))
-    shrink(config)
-    for dotted, value in recipe.config.items():
+    shrink(config, sizes)
+    for dotted, value in overrides.items():
         if dotted not in whole:
             _set_path(config, dotted, copy.deepcopy(value))
 

@@ -1,0 +1,52 @@
+"""Tensor-parallel-ready synthetic checkpoints, on CPU: per family-config, whether the TP-ready
+build works and which TP sizes its head counts allow (`python -m vlcheck.tensor_parallel` prints
+the table); the GPU test skips a size with the same reason."""
+
+import pytest
+
+from vlcheck.synthetic import SHRINK, NotBuildable, checkpoint_dir, tp_ready_sizes, tp_ready_value
+from vlcheck.tensor_parallel import TP_READY_HEADS, blockers, plan, sharded_counts
+
+
+def test_tp_ready_sizes_keep_head_dim_and_scale_widths():
+    sizes = tp_ready_sizes(8)
+    assert (sizes["num_attention_heads"], sizes["num_key_value_heads"], sizes["head_dim"]) == (8, 8, 32)
+    assert sizes["hidden_size"] == 8 * 32 and sizes["intermediate_size"] == 2 * 8 * 32
+    assert sizes["num_hidden_layers"] == SHRINK["num_hidden_layers"] and sizes["num_experts"] == SHRINK["num_experts"]
+    assert SHRINK["num_attention_heads"] == 2 and SHRINK["hidden_size"] == 64  # the default build is untouched
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("out_hidden_size", 64, 256),  # restates the default width: follows it
+    ("hidden_size", 2048, 2048),  # Gemma3n's MobileNet output: a real size, kept
+    ("image_size", 64, 64),  # not a width: kept (the image token count depends on it)
+    ("num_heads", 2, 8), ("num_key_value_heads", 1, 8), ("intermediate_size", [128, 128], [512, 512]),
+    ("vision_config", {"hidden_size": 64, "num_heads": 2, "patch_size": 14}, {"hidden_size": 256, "num_heads": 8, "patch_size": 14}),
+    ("add_qkv_bias", True, True),
+])
+def test_recipe_values_that_restate_the_default_shrink_follow_it(key, value, expected):
+    assert tp_ready_value(key, value, 8) == expected
+
+
+def test_blockers_name_every_count_that_does_not_divide():
+    config = {"text_config": {"num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": [512, 100]},
+              "vision_config": {"num_heads": 6}}
+    assert blockers(config, 2) == []
+    assert blockers(config, 4) == ["vision_config.num_heads = 6 does not divide by 4"]  # 2 kv heads: replicated
+    assert blockers(config, 8) == ["text_config.intermediate_size = 100 does not divide by 8",
+                                   "vision_config.num_heads = 6 does not divide by 8"]
+    assert blockers({"num_key_value_heads": 3}, 2) == ["num_key_value_heads = 3 does not divide by 2"]
+
+
+def test_tp_ready_checkpoint_builds_and_splits(family, variant, record_property):
+    try:
+        checkpoint_dir(family, variant)
+    except NotBuildable as err:
+        pytest.skip(f"no synthetic checkpoint: {err}")
+    p = plan(family, variant)
+    record_property("tp_sizes", p.sizes)
+    assert p.built, f"the default checkpoint builds, the TP-ready one not: {p.reason}"
+    heads = [v for _, kind, v in sharded_counts(p.saved_config) if kind == "heads"]
+    # the default shrink's 2 heads all followed (counts the recipes leave at the real model's stay)
+    assert TP_READY_HEADS in heads and SHRINK["num_attention_heads"] not in heads, f"attention head counts {heads}"
+    assert 2 in p.sizes, p.why_not(2)  # every family-config runs at TP=2 on a 2-GPU host
