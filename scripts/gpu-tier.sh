@@ -98,12 +98,12 @@ run_config() {  # family kind "gpu ids" pytest-args...
 start=$(date +%s); failed=0
 while read -r family kind need; do
   [ -n "$family" ] || continue
-  if [ -n "${DEADLINE:-}" ] && [ $(( $(date +%s) - start )) -ge "$DEADLINE" ]; then
-    echo "$family $kind not started: DEADLINE=${DEADLINE}s passed" | tee -a "$out/summary.txt"; failed=1; continue
-  fi
   # more GPUs than the host has: pinned to all of them, its tests skip with the reason
   [ "$need" -le "${#gpus[@]}" ] || need=${#gpus[@]}
   until slots=$(acquire "$need"); do reap || failed=1; done
+  if [ -n "${DEADLINE:-}" ] && [ $(( $(date +%s) - start )) -ge "$DEADLINE" ]; then
+    echo "$family $kind not started: DEADLINE=${DEADLINE}s passed" | tee -a "$out/summary.txt"; failed=1; continue
+  fi
   ids=$(for i in $slots; do echo -n "${gpus[$i]} "; done)
   run_config "$family" "$kind" "${ids% }" "$@" &
   held[$!]=$slots

@@ -7,7 +7,8 @@ has 2 attention heads; `synthetic.checkpoint_dir(..., heads=TP_READY_HEADS)` bui
 `plan` reads its saved config and says, per TP size, which counts stand in the way, so that a
 family that cannot be split is known on CPU and skips on the GPU with that reason.
 
-`python -m vlcheck.tensor_parallel` prints the table for every family-config.
+`python -m vlcheck.tensor_parallel` prints the sizes for every family-config, and with
+`--results gpu-out/logs.tgz` the TP=N vs TP=1 table of a GPU tier run.
 """
 
 from __future__ import annotations
@@ -95,7 +96,47 @@ def plan(spec: FamilySpec, variant: Variant, heads: int = TP_READY_HEADS) -> Ten
     return TensorParallelPlan(name, True, blocked={size: blockers(saved, size) for size in TP_SIZES}, saved_config=saved)
 
 
-def main() -> int:
+def results_table(evidence: Path) -> str:
+    """The GPU tier's TP results as a Markdown table, from its JUnit XMLs (a logs folder or the
+    logs.tgz that scripts/gpu-tier.sh leaves)."""
+    import tarfile
+    import xml.etree.ElementTree as ET
+
+    if evidence.is_dir():
+        documents = [f.read_bytes() for f in sorted(evidence.rglob("*.xml"))]
+    else:
+        with tarfile.open(evidence) as tar:
+            documents = [tar.extractfile(m).read() for m in sorted(tar.getmembers(), key=lambda m: m.name)
+                         if m.name.endswith(".xml")]
+    rows = ["| family-config | TP=N vs TP=1 | requests compared | engine start TP=1 / TP=N (s) | reason |", "|---|---|---|---|---|"]
+    for document in documents:
+        for case in ET.fromstring(document).iter("testcase"):
+            if not case.get("name", "").startswith("test_tensor_parallel_outputs_match_tp1["):
+                continue
+            config = case.get("name").split("[", 1)[1].rstrip("]")
+            props = {p.get("name"): p.get("value") for p in case.iter("property")}
+            outcome, reason = "agree", ""
+            for tag, label in (("failure", "DIFFER"), ("error", "error"), ("skipped", "skip")):
+                found = case.find(tag)
+                if found is not None:
+                    outcome = "declared (xfail)" if found.get("type") == "pytest.xfail" else label
+                    reason = (found.get("message") or "").splitlines()[0][:200] if found.get("message") else ""
+                    break
+            starts = " / ".join(props.get(k, "-") for k in sorted(k for k in props if k.endswith("_engine_start_s")))
+            rows.append(f"| {config} | {outcome} | {props.get('tp_compared_requests', '-')} | {starts or '-'} | {reason} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog="python -m vlcheck.tensor_parallel", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", metavar="LOGS", help="print the TP table of a GPU tier run (logs.tgz or its folder)")
+    args = parser.parse_args(argv)
+    if args.results:
+        print(results_table(Path(args.results)))
+        return 0
     from vlcheck.registry import all_families
 
     for spec in all_families().values():

@@ -5,7 +5,7 @@ the table); the GPU test skips a size with the same reason."""
 import pytest
 
 from vlcheck.synthetic import SHRINK, NotBuildable, checkpoint_dir, tp_ready_sizes, tp_ready_value
-from vlcheck.tensor_parallel import TP_READY_HEADS, blockers, plan, sharded_counts
+from vlcheck.tensor_parallel import TP_READY_HEADS, blockers, plan, results_table, sharded_counts
 
 
 def test_tp_ready_sizes_keep_head_dim_and_scale_widths():
@@ -38,15 +38,34 @@ def test_blockers_name_every_count_that_does_not_divide():
     assert blockers({"num_key_value_heads": 3}, 2) == ["num_key_value_heads = 3 does not divide by 2"]
 
 
-def test_tp_ready_checkpoint_builds_and_splits(family, variant, record_property):
+def test_tp_ready_checkpoint_builds_and_splits(family, variant, request):
     try:
         checkpoint_dir(family, variant)
     except NotBuildable as err:
         pytest.skip(f"no synthetic checkpoint: {err}")
     p = plan(family, variant)
-    record_property("tp_sizes", p.sizes)
+    request.node.user_properties.append(("tp_sizes", p.sizes))
     assert p.built, f"the default checkpoint builds, the TP-ready one not: {p.reason}"
     heads = [v for _, kind, v in sharded_counts(p.saved_config) if kind == "heads"]
     # the default shrink's 2 heads all followed (counts the recipes leave at the real model's stay)
     assert TP_READY_HEADS in heads and SHRINK["num_attention_heads"] not in heads, f"attention head counts {heads}"
     assert 2 in p.sizes, p.why_not(2)  # every family-config runs at TP=2 on a 2-GPU host
+
+
+def test_the_tp_table_is_read_from_the_gpu_tiers_junit(tmp_path):
+    name = "test_tensor_parallel_outputs_match_tp1"
+    (tmp_path / "a.xml").write_text(
+        f'<testsuites><testsuite><testcase name="{name}[qwen2_vl-single]"><properties>'
+        '<property name="tp1_engine_start_s" value="5.2"/><property name="tp2_engine_start_s" value="9.8"/>'
+        '<property name="tp_compared_requests" value="4"/></properties></testcase>'
+        '<testcase name="test_stop_token_ends_generation[qwen2_vl-single]"/></testsuite></testsuites>')
+    (tmp_path / "b.xml").write_text(
+        f'<testsuites><testsuite><testcase name="{name}[deepseek_ocr-single]">'
+        '<skipped type="pytest.xfail" message="declared deviation: head_dim 0"/></testcase>'
+        f'<testcase name="{name}[llava-single]"><failure message="TP=2 differs from TP=1 beyond numeric noise:&#10;image x1: ..."/>'
+        '</testcase></testsuite></testsuites>')
+    assert results_table(tmp_path).splitlines()[2:] == [
+        "| qwen2_vl-single | agree | 4 | 5.2 / 9.8 |  |",
+        "| deepseek_ocr-single | declared (xfail) | - | - | declared deviation: head_dim 0 |",
+        "| llava-single | DIFFER | - | - | TP=2 differs from TP=1 beyond numeric noise: |",
+    ]
