@@ -81,6 +81,17 @@ def cmd_render(args) -> int:
     return 0
 
 
+def write_report(rep: dict, json_path: str | None, html_path: str | None, markdown_path: str | None) -> None:
+    """The report as JSON (the `vlcheck diff` input), HTML and Markdown, each where a path is given."""
+    from vlcheck import report
+
+    for path, text in ((json_path, lambda: json.dumps(rep, indent=1, ensure_ascii=False)),
+                       (html_path, lambda: report.to_html(rep)), (markdown_path, lambda: report.to_markdown(rep))):
+        if path:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text() + "\n")
+
+
 def cmd_check(args) -> int:
     from vlcheck import report
     from vlcheck.checks import CPU_CHECKS, gpu_checks, run_checks, unloadable
@@ -124,11 +135,7 @@ def cmd_check(args) -> int:
     rep = report.build(results, list(checks), families, unloadable=list(broken))
     if args.shard:
         rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
-    for path, text in ((args.json, lambda: json.dumps(rep, indent=1, ensure_ascii=False)),
-                       (args.html, lambda: report.to_html(rep)), (args.markdown, lambda: report.to_markdown(rep))):
-        if path:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text() + "\n")
+    write_report(rep, args.json, args.html, args.markdown)
     rows = []
     for family, row in rep["families"].items():
         cells = row["checks"]
@@ -167,8 +174,7 @@ def cmd_merge(args) -> int:
         with open(path) as f:
             reports[path] = json.load(f)
     merged = merge(reports)  # a MergeError (ValueError) names what disagrees: exit 1
-    with open(args.output, "w", encoding="utf-8") as f:
-        f.write(json.dumps(merged, indent=1, ensure_ascii=False) + "\n")
+    write_report(merged, args.output, args.html, args.markdown)
     print(f"{len(args.reports)} reports, {len(merged['families'])} families -> {args.output}: "
           + ", ".join(f"{n} {s}" for s, n in merged["summary"].items()))
     return 0
@@ -236,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("merge", help="combine the `check --shard I/N --json` reports of all shards into one report")
     p.add_argument("reports", nargs="+", metavar="REPORT")
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the merged report (JSON, a `vlcheck diff` input)")
+    p.add_argument("--html", metavar="FILE", help="also write it as a self-contained HTML report")
+    p.add_argument("--markdown", metavar="FILE", help="also write it as a Markdown report")
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("run", help="the example script's job for one family, on a GPU (cache checks done right)")

@@ -117,7 +117,8 @@ def test_merge_command(results, tmp_path, capsys):
         paths.append(tmp_path / f"shard{i}.json")
         paths[-1].write_text(json.dumps(_report(results, Shard(i, 2))))
     out = tmp_path / "all.json"
-    assert cli.main(["merge", *map(str, paths), "-o", str(out)]) == 0
+    assert cli.main(["merge", *map(str, paths), "-o", str(out), "--markdown", str(tmp_path / "all.md")]) == 0
     assert _matrix(json.loads(out.read_text())) == _matrix(_report(results))
+    assert (tmp_path / "all.md").read_text() == report.to_markdown(json.loads(out.read_text())) + "\n"
     assert cli.main(["merge", str(paths[0]), "-o", str(out)]) == 1
     assert "missing shard 2/2" in capsys.readouterr().err
