@@ -161,10 +161,10 @@ class EngineCache:
         self.close()
         from vllm import LLM
 
-        from vlcheck import vllm_api
+        from vlcheck import adapter
 
         try:  # fails fast, and names a missing optional package, before an engine is started
-            processor = vllm_api.create_processor(local, args)
+            processor = adapter.create_processor(local, args)
         except ImportError as err:
             raise EngineUnavailable(f"{spec.name}: its processor needs a package that is not installed: {err}", True)
 
@@ -181,12 +181,12 @@ class EngineCache:
         if self.current is None:
             return
         llm, self.current = self.current.llm, None
-        from vlcheck import vllm_api
+        from vlcheck import adapter
 
-        vllm_api.shutdown_engine(llm)
+        adapter.shutdown_engine(llm)
         del llm
         gc.collect()
-        vllm_api.release_engine_memory()
+        adapter.release_engine_memory()
 
 
 def cache_counters(llm) -> dict[str, float]:

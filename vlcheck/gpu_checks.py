@@ -12,7 +12,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from vlcheck import goldens, vllm_api
+from vlcheck import adapter, goldens
 from vlcheck.engines import EngineHandle, cache_counters
 from vlcheck.render import NUM_PROMPTS, request_prompts
 from vlcheck.requests import build, example_prompts, media_data
@@ -41,7 +41,7 @@ def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality
     data = media_data(variant, modality, count)
     inputs = [{"prompt": p, "multi_modal_data": {modality: data}} for p in prompts]
     outs = handle.llm.generate(inputs, greedy(), use_tqdm=False)
-    expected = [len(vllm_api.apply_processor(handle.processor, p, {modality: data})["prompt_token_ids"]) for p in prompts]
+    expected = [len(adapter.apply_processor(handle.processor, p, {modality: data})["prompt_token_ids"]) for p in prompts]
     return ShapeRun(f"{modality} x{count}", [len(o.prompt_token_ids) for o in outs], expected,
                     [o.outputs[0].finish_reason for o in outs], goldens.from_outputs(outs))
 

@@ -317,7 +317,7 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
     request goes through it (processor cache on, the engine's default) and with the cache off
     (`mm_processor_cache_gb=0`); where the two differ, the outcome names both, and takes the
     worse kind."""
-    from vlcheck import vllm_api
+    from vlcheck import adapter
     from vlcheck.synthetic import checkpoint_dir
 
     local = checkpoint_dir(spec, variant)
@@ -330,16 +330,16 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
         if (m, cached) not in processors:
             extra = variant.engine_args_for(m, variant.max_images or 1) if m in variant.modalities else {
                 **args, "limit_mm_per_prompt": {**(args.get("limit_mm_per_prompt") or {}), m: 1}}
-            processors[m, cached] = vllm_api.create_processor(str(local), extra, cached=cached)
+            processors[m, cached] = adapter.create_processor(str(local), extra, cached=cached)
         proc = processors[m, cached]
         if cached:  # every case starts from an empty cache, whatever ran before it
-            proc.cache.clear_cache()
+            proc.clear_cache()
         return proc
 
     def one_path(case: Case, prompt: str, data_modality: str, value: Any, count: int, cached: bool) -> Outcome:
         proc = processor(data_modality, cached)
         try:
-            out = guarded(lambda: vllm_api.apply_processor(proc, prompt, {data_modality: value}))
+            out = guarded(lambda: adapter.apply_processor(proc, prompt, {data_modality: value}))
         except Exception as err:  # noqa: BLE001 - every failure is an outcome to classify
             return Outcome(case.name, *classify_error(err))
         ranges = out["placeholders"].get(data_modality, [])

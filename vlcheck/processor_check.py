@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from vlcheck import vllm_api
+from vlcheck import adapter
 from vlcheck.conformance import template_unavailable
 from vlcheck.render import default_questions
 from vlcheck.requests import example_prompt, media_data
@@ -41,7 +41,7 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     top = variant.max_images or 1
     for modality in variant.modalities:
         try:
-            processor = vllm_api.create_processor(str(local), variant.engine_args_for(modality, top))
+            processor = adapter.create_processor(str(local), variant.engine_args_for(modality, top))
         except ImportError as err:  # an optional package the model's processor needs
             return CheckResult(spec.name, "processor", Status.SKIP,
                                f"{where} vLLM's processor for {spec.name} needs a package that is not installed: {err}")
@@ -56,7 +56,7 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
             except TemplateUnavailable as err:
                 return template_unavailable(spec, "processor", variant, err)
             try:
-                out = vllm_api.apply_processor(processor, prompt, {modality: media_data(variant, modality, count)})
+                out = adapter.apply_processor(processor, prompt, {modality: media_data(variant, modality, count)})
             except SuiteError as err:
                 return crashed(spec.name, "processor", err, where)
             except Exception as err:

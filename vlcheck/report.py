@@ -31,9 +31,9 @@ def environment() -> dict[str, Any]:
             env[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             env[dist] = None
-    from vlcheck import vllm_api
+    from vlcheck import adapter
 
-    env["vllm_adapter"] = vllm_api.check_version() or f"written for vllm {', '.join(vllm_api.SUPPORTED)}"
+    env["vllm_adapter"] = adapter.describe()
     try:
         import torch
 

@@ -82,10 +82,10 @@ def main(args: argparse.Namespace) -> int:
             sampling = SamplingParams(temperature=0.2, max_tokens=64, stop_token_ids=_stop_ids(variant, llm, handle.weights))
         lora = None
         if variant.lora and handle.weights == "real":
-            from vllm.lora.request import LoRARequest
+            from vlcheck.adapter import lora_request
 
-            lora = [LoRARequest(variant.lora.name, variant.lora.id,
-                                f"{handle.model_dir}/{variant.lora.path_in_snapshot}")] * args.num_prompts
+            lora = [lora_request(variant.lora.name, variant.lora.id,
+                                 f"{handle.model_dir}/{variant.lora.path_in_snapshot}")] * args.num_prompts
         elif variant.lora:
             print(f"note: the example's LoRA {variant.lora.name!r} needs the real snapshot; not applied")
 

@@ -135,6 +135,8 @@ def make_tokenizer(special: list[str], named: dict[str, str], vocab_size: int = 
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    from vlcheck.adapter.hf_classes import name_special_tokens
+
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -157,7 +159,7 @@ def make_tokenizer(special: list[str], named: dict[str, str], vocab_size: int = 
         fast.add_special_tokens(standard)
     others = {k: v for k, v in named.items() if k not in standard}
     if others:  # processor-facing names (image_token, boi_token, ...): saved, with <name>_id properties
-        fast._set_model_specific_special_tokens(special_tokens=others)
+        name_special_tokens(fast, others)
     return fast
 
 
@@ -217,14 +219,12 @@ def shrink(config: Any, sizes: dict[str, int] = SHRINK) -> None:
 def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weights: bool, heads: int | None = None) -> None:
     from transformers import CONFIG_MAPPING
 
-    from vlcheck import vllm_api
+    from vlcheck.adapter.configs import transformers_config_class, vllm_config_class
 
     if recipe.config_class:
         config = _import(recipe.config_class)()
-    elif recipe.model_type in CONFIG_MAPPING:
-        config = CONFIG_MAPPING[recipe.model_type]()
-    elif (vllm_cls := vllm_api.vllm_config_class(recipe.model_type)) is not None:
-        config = vllm_cls()
+    elif (config_cls := transformers_config_class(recipe.model_type) or vllm_config_class(recipe.model_type)) is not None:
+        config = config_cls()
     else:
         raise NotBuildable(f"{spec.name}: neither transformers nor vLLM has a config class for "
                            f"model_type {recipe.model_type!r}")
@@ -289,34 +289,27 @@ def _import(path: str) -> Any:
 
 def _make_processor(recipe: Recipe, tokenizer):
     import transformers
-    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
-    from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES
+
+    from vlcheck.adapter.hf_classes import processor_attributes, processor_classes
 
     mt = recipe.model_type
+    names = processor_classes(mt)
     if recipe.processor_class:
         proc_cls = _import(recipe.processor_class)
-    elif mt in PROCESSOR_MAPPING_NAMES:
-        proc_cls = getattr(transformers, PROCESSOR_MAPPING_NAMES[mt])
+    elif names.processor:
+        proc_cls = getattr(transformers, names.processor)
     else:
         raise NotBuildable(f"transformers has no processor class for model_type {mt!r}; set processor_class")
     parts: dict[str, Any] = {"tokenizer": tokenizer}
-    image_names = IMAGE_PROCESSOR_MAPPING_NAMES.get(mt)
-    if isinstance(image_names, dict):
-        image_names = image_names.get("pil") or image_names.get("torchvision")
+    attributes = processor_attributes(proc_cls)
     image_cls = _import(recipe.image_processor_class) if recipe.image_processor_class else (
-        getattr(transformers, image_names) if image_names else None)
-    attributes = proc_cls.get_attributes() if hasattr(proc_cls, "get_attributes") else ["image_processor", "tokenizer"]
+        getattr(transformers, names.image_processor) if names.image_processor else None)
     if image_cls is not None and "image_processor" in attributes:
         parts["image_processor"] = image_cls(**recipe.image_processor)
-    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
-
-    feature_name = FEATURE_EXTRACTOR_MAPPING_NAMES.get(mt)  # e.g. Gemma3n's audio front end
-    if feature_name and "feature_extractor" in attributes:
-        parts["feature_extractor"] = getattr(transformers, feature_name)()
-    video_name = VIDEO_PROCESSOR_MAPPING_NAMES.get(mt)
+    if names.feature_extractor and "feature_extractor" in attributes:  # e.g. Gemma3n's audio front end
+        parts["feature_extractor"] = getattr(transformers, names.feature_extractor)()
     video_cls = _import(recipe.video_processor_class) if recipe.video_processor_class else (
-        getattr(transformers, video_name) if video_name else None)
+        getattr(transformers, names.video_processor) if names.video_processor else None)
     if video_cls is not None and "video_processor" in attributes:
         parts["video_processor"] = video_cls(**recipe.video_processor)
     return proc_cls(**parts, **recipe.processor)

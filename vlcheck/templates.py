@@ -45,16 +45,16 @@ class ChatTemplate:
     @property
     def content_format(self) -> str:
         """`"string"` or `"openai"`, decided the way the installed vLLM decides it."""
-        from vlcheck import vllm_api
+        from vlcheck import adapter
 
-        return vllm_api.chat_template_content_format(self.text)
+        return adapter.chat_template_content_format(self.text)
 
     def render(self, messages: Messages, placeholders: dict[str, MediaPlaceholder] | None = None) -> str:
         """Render one conversation. A template that expects string content gets typed parts
         flattened the way vLLM's chat API does it: one placeholder line per media item (the
         modality's placeholder, numbered from 1), then the text; one that expects typed parts
         gets string content as a text part."""
-        from transformers.utils.chat_template_utils import render_jinja_template
+        from vlcheck.adapter import render_chat_template
 
         if self.content_format == "string":
             messages = [dict(m, content=_flatten(m["content"], placeholders or {})) for m in messages]
@@ -66,9 +66,7 @@ class ChatTemplate:
             raise TemplateUnavailable(
                 f"the template uses {', '.join(missing)}, whose value comes from tokenizer_config.json / "
                 "special_tokens_map.json, which are not available", Status.MISSING_OFFLINE)
-        rendered, _ = render_jinja_template(conversations=[messages], chat_template=self.text,
-                                            add_generation_prompt=True, **self.special_tokens)
-        return rendered[0]
+        return render_chat_template(messages, self.text, self.special_tokens)
 
 
 class TemplateUnavailable(LookupError):
@@ -145,9 +143,9 @@ def _vllm_fallback(assets: ModelAssets, model: str) -> tuple[str, str] | None:
     model_type = config.json().get("model_type")
     if not model_type:
         return None
-    from vlcheck import vllm_api
+    from vlcheck import adapter
 
-    path = vllm_api.chat_template_fallback(model_type, model)
+    path = adapter.chat_template_fallback(model_type, model)
     return (path.name, path.read_text()) if path is not None else None
 
 

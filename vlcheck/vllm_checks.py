@@ -6,7 +6,7 @@ import types
 import typing
 from typing import Any
 
-from vlcheck import vllm_api
+from vlcheck import adapter
 from vlcheck.migrations import migration_hint
 from vlcheck.results import CheckResult, Status, declared_deviation
 from vlcheck.spec import FamilySpec, Variant
@@ -49,14 +49,14 @@ def value_fits(value: Any, tp: Any) -> bool:
 def engine_args_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     """Every engine arg of the variant (all modalities, largest item count) is a field of the
     installed vLLM's EngineArgs and its value fits the field's type."""
-    fields = vllm_api.engine_arg_types()
+    fields = adapter.engine_arg_types()
     problems = []
     for modality in variant.modalities:
         args = variant.engine_args_for(modality, variant.max_images or 1)
         for key, value in args.items():
             if key not in fields:
                 hint = migration_hint(key)
-                problems.append(f"engine arg {key!r} is not an EngineArgs field of vllm {vllm_api.version()}"
+                problems.append(f"engine arg {key!r} is not an EngineArgs field of vllm {adapter.version()}"
                                 + (f"; migrate to {hint}" if hint else ""))
             elif not value_fits(value, fields[key]):
                 problems.append(f"engine arg {key}={value!r} does not fit its type {fields[key]}")
@@ -85,17 +85,17 @@ def architecture_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         return declared_deviation(CheckResult(spec.name, "architecture", Status.FAIL, f"{where} {spec.name}: {problem}",
                                               [problem]), variant)
 
-    if arch not in vllm_api.supported_architectures():
-        return result(f"{arch} is not a supported architecture of vllm {vllm_api.version()}")
+    if arch not in adapter.supported_architectures():
+        return result(f"{arch} is not a supported architecture of vllm {adapter.version()}")
     try:
-        model_cls = vllm_api.load_model_class(arch)
+        model_cls = adapter.load_model_class(arch)
     except Exception as err:
         return result(f"the model class of {arch} does not import: {type(err).__name__}: {err}")
-    if not vllm_api.is_multimodal_class(model_cls):
-        return result(f"{arch} is not a multimodal model in vllm {vllm_api.version()}")
-    taken = {m: vllm_api.takes_modality(model_cls, m) for m in variant.modalities}
+    if not adapter.is_multimodal_class(model_cls):
+        return result(f"{arch} is not a multimodal model in vllm {adapter.version()}")
+    taken = {m: adapter.takes_modality(model_cls, m) for m in variant.modalities}
     missing = [m for m, (ok, _) in taken.items() if not ok]
     if missing:
-        return result(f"{arch} does not take {', '.join(missing)} in vllm {vllm_api.version()}")
+        return result(f"{arch} does not take {', '.join(missing)} in vllm {adapter.version()}")
     return CheckResult(spec.name, "architecture", Status.PASS, f"{where} {arch} imports; takes {', '.join(variant.modalities)}",
                        data={f"{variant.kind}.chat_placeholders": {m: p for m, (_, p) in taken.items()}})

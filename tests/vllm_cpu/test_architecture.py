@@ -4,7 +4,7 @@ shows up (vLLM 0.24.0 with transformers 5.17.0: llava, pixtral, mistral3)."""
 
 import dataclasses
 
-from vlcheck import vllm_api
+from vlcheck import adapter
 from vlcheck.registry import get_family
 from vlcheck.results import Status
 from vlcheck.testing import assert_as_declared
@@ -24,7 +24,7 @@ def test_unregistered_architecture_fails_naming_family():
     result = architecture_check(spec, _with(spec.single, architecture="LlavaForCausalLMThatDoesNotExist"))
     assert result.status is Status.FAIL
     assert result.reason == ("[single] llava: LlavaForCausalLMThatDoesNotExist is not a supported architecture of vllm "
-                             f"{vllm_api.version()}")
+                             f"{adapter.version()}")
 
 
 def test_modality_the_model_does_not_take_fails():
@@ -35,12 +35,12 @@ def test_modality_the_model_does_not_take_fails():
 
 
 def test_import_failure_is_reported(monkeypatch):
-    from vlcheck import vllm_api
+    from vlcheck import adapter
 
     def broken(arch):
         raise ImportError("cannot import name 'PixtralRotaryEmbedding' from 'transformers.models.pixtral'")
 
-    monkeypatch.setattr(vllm_api, "load_model_class", broken)
+    monkeypatch.setattr(adapter, "load_model_class", broken)
     spec = get_family("pixtral_hf")
     result = architecture_check(spec, spec.single)
     assert result.status is Status.FAIL and "PixtralRotaryEmbedding" in result.reason

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from vlcheck import vllm_api
+from vlcheck import adapter
 from vlcheck.migrations import ENGINE_ARG_MIGRATIONS
 from vlcheck.registry import load_spec
 from vlcheck.results import Status
@@ -29,17 +29,17 @@ def test_renamed_arg_fails_with_migration_hint():
 @pytest.mark.parametrize("old", sorted(ENGINE_ARG_MIGRATIONS))
 def test_migration_table_is_true_for_this_vllm(old):
     """Each migrated arg is gone from the installed vLLM and its replacement is an arg of it."""
-    fields = vllm_api.engine_arg_types()
+    fields = adapter.engine_arg_types()
     assert old not in fields
     hint = ENGINE_ARG_MIGRATIONS[old]
     if hint.startswith("(nothing"):
         return
     replacement = hint.split("=")[0].split(" ")[0]
-    assert replacement in fields, f"{old} -> {replacement}: not an EngineArgs field of vllm {vllm_api.version()}"
+    assert replacement in fields, f"{old} -> {replacement}: not an EngineArgs field of vllm {adapter.version()}"
 
 
 def test_value_types():
-    fields = vllm_api.engine_arg_types()
+    fields = adapter.engine_arg_types()
     assert value_fits("bfloat16", fields["dtype"]) and not value_fits("bf16", fields["dtype"])
     assert value_fits(320, fields["max_lora_rank"]) and not value_fits(300, fields["max_lora_rank"])
     assert value_fits({"image": 2}, fields["limit_mm_per_prompt"])

@@ -1,0 +1,52 @@
+"""Every use of vLLM's and transformers' internals, in one place, one module per concern.
+
+vlcheck gates upgrades, so it has to run on the release it judges. Public APIs (`LLM`,
+`EngineArgs`, `SamplingParams`, `get_metrics`, `AutoConfig`, `AutoProcessor`,
+`PreTrainedTokenizerFast`, config classes) may be used anywhere; anything else goes through here.
+Where an internal API moved, its module holds one small shim per API generation and picks one by
+feature detection (a signature, an attribute, an import), not by comparing version strings.
+`describe()` names the generation picked for each API; the report's environment shows it. A shim
+that finds no generation it knows raises `SuiteError`: the check is an `error` (vlcheck's), not
+a `fail` (vLLM's).
+
+Shims (API: generations, with the versions measured to need them):
+
+- processor cache (`processor.py`): vllm 0.24 binds it in `create_processor(config, cache=...)`
+  and, uncached, runs the HF processor on text and media together; vllm 0.32 takes it per call
+  (`processor(..., cache=...)`) and never shows the HF processor the prompt.
+- auto processor tables (`hf_classes.py`): transformers 5.16 names video processors as strings;
+  5.19 keys them by backend (`{"torchvision": name}`), as image processors already were.
+- engine shutdown (`engine.py`): `llm.llm_engine.engine_core.shutdown()` on vllm 0.24 and 0.32
+  (no public `LLM.shutdown()`; used when one appears).
+- unchanged on vllm 0.24 and 0.32 / transformers 5.16 and 5.19, one generation each: engine
+  cleanup and LoRA requests (`engine.py`), chat-template fallbacks, content-format detection and
+  Jinja rendering (`chat.py`), the model registry (`models.py`), vLLM's own config classes
+  (`configs.py`), tokenizer special-token names (`hf_classes.py`).
+- `numerics.py`: the internals numerical conformance needs (its own docstring lists them).
+"""
+
+from __future__ import annotations
+
+from vlcheck.adapter.chat import chat_template_content_format, chat_template_fallback, render_chat_template
+from vlcheck.adapter.engine import engine_arg_types, lora_request, release_engine_memory, shutdown_engine, version
+from vlcheck.adapter.models import is_multimodal_class, load_model_class, supported_architectures, takes_modality
+from vlcheck.adapter.processor import Processor, apply_processor, create_processor
+
+__all__ = ["Processor", "apply_processor", "chat_template_content_format", "chat_template_fallback",
+           "create_processor", "describe", "engine_arg_types", "is_multimodal_class", "load_model_class",
+           "lora_request", "release_engine_memory", "render_chat_template", "shutdown_engine",
+           "supported_architectures", "takes_modality", "version"]
+
+
+def describe() -> dict[str, str]:
+    """API -> the shim generation picked for the installed vLLM and transformers (detected now
+    where not yet used; a detection that fails is named, never raised: the report must be written)."""
+    from vlcheck.adapter import chat, engine, generations, hf_classes, processor
+
+    return generations.detect_all({
+        "processor": processor.generation,
+        "auto processor tables": hf_classes.generation,
+        "engine shutdown": engine.shutdown_generation,
+        "engine cleanup": engine.cleanup_generation,
+        "chat content format": chat.content_format_generation,
+    })

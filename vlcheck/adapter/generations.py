@@ -1,0 +1,40 @@
+"""Which generation of each internal API the adapter picked for the installed vLLM and transformers.
+
+A shim module detects the generation once (by signature, attribute or import, never by comparing
+version strings), records it here under the API's name, and `vlcheck.adapter.describe()` shows the
+record in the report's environment: a reader of a report made on a new release sees which shims
+ran, and a shim that found no generation it knows is named there, not hidden in a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from vlcheck.results import SuiteError
+
+_picked: dict[str, str] = {}
+
+
+def record(api: str, generation: str) -> str:
+    _picked[api] = generation
+    return generation
+
+
+def picked() -> dict[str, str]:
+    return dict(_picked)
+
+
+def unknown(api: str, what_was_looked_for: str) -> SuiteError:
+    """The error a shim raises when the installed packages have none of the generations it knows."""
+    record(api, f"none known ({what_was_looked_for})")
+    return SuiteError(f"vlcheck's adapter knows no generation of {api} for this install: {what_was_looked_for}")
+
+
+def detect_all(detectors: dict[str, Callable[[], str]]) -> dict[str, str]:
+    """Run every detector (each records its pick); a detector that raises is reported, not raised."""
+    for api, detect in detectors.items():
+        try:
+            detect()
+        except Exception as err:  # noqa: BLE001 - the report must still be written
+            record(api, f"detection failed: {type(err).__name__}: {str(err)[:200]}")
+    return picked()

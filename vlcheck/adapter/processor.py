@@ -1,0 +1,99 @@
+"""vLLM's multimodal processor for a local checkpoint, built and run on CPU (no engine, no GPU).
+
+The processor cache moved between vLLM generations (both found by signature):
+
+- vllm 0.24: `MULTIMODAL_REGISTRY.create_processor(config, cache=...)` binds the cache to the
+  processor. With a cache, vLLM runs the HF processor on the text and on the media separately and
+  applies the placeholder updates itself; without one, the HF processor sees both at once.
+- vllm 0.32: `create_processor(config)` takes no cache; the processor's `__call__(..., cache=...)`
+  takes it per request. The prompt is always tokenized alone and vLLM always applies the
+  placeholders (the HF processor sees only the media), with or without the cache.
+
+`cached=True` therefore means the same on both (what an engine serves by default); `cached=False`
+is the old joint HF call on 0.24 and the same path, minus the cache, on 0.32: a difference between
+the two paths that disappears on 0.32 is vLLM's change, not the suite's.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable
+
+from vlcheck.adapter.generations import record, unknown
+
+CACHE_AT_CREATION = "create_processor(config, cache=...): HF processor on text+media when uncached (vllm 0.24)"
+CACHE_PER_CALL = "create_processor(config); processor(..., cache=...): HF processor on media only (vllm 0.32)"
+
+# Engine args that shape the model config, and so the multimodal processor.
+MODEL_CONFIG_ARGS = ("dtype", "max_model_len", "limit_mm_per_prompt", "mm_processor_kwargs", "hf_overrides",
+                     "trust_remote_code", "tokenizer_mode", "revision", "mm_processor_cache_gb")
+
+
+def generation_of(create_processor: Callable, processor_call: Callable) -> str:
+    """Where these two functions take the processor cache (raises SuiteError where neither does)."""
+    if "cache" in inspect.signature(create_processor).parameters:
+        return CACHE_AT_CREATION
+    if "cache" in inspect.signature(processor_call).parameters:
+        return CACHE_PER_CALL
+    raise unknown("processor", "a `cache` parameter of MultiModalRegistry.create_processor or of the processor's __call__")
+
+
+@lru_cache(maxsize=None)
+def generation() -> str:
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+    from vllm.multimodal.processing import BaseMultiModalProcessor
+
+    return record("processor", generation_of(MULTIMODAL_REGISTRY.create_processor, BaseMultiModalProcessor.__call__))
+
+
+def hf_processor_sees_text_when_uncached() -> bool:
+    """Whether the cache-off path hands the HF processor the prompt text with the media (vllm 0.24)."""
+    return generation() == CACHE_AT_CREATION
+
+
+@dataclass
+class Processor:
+    """vLLM's processor for one checkpoint, with the engine's default processor cache or without."""
+
+    vllm_processor: Any
+    cache: Any | None
+    cache_per_call: bool
+
+    @property
+    def info(self) -> Any:
+        return self.vllm_processor.info
+
+    def clear_cache(self) -> None:
+        """Forget every cached item (each hostile case starts from an empty cache)."""
+        if self.cache is not None:
+            self.cache.clear_cache()
+
+
+def create_processor(local_dir: str, engine_args: dict, cached: bool = False) -> Processor:
+    """vLLM's multimodal processor for a local checkpoint. `cached`: with the processor cache an
+    engine has by default (mm_processor_cache_gb > 0); see the module docstring for what the two
+    paths do on each vLLM generation."""
+    from vllm.config import ModelConfig
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+    from vllm.multimodal.cache import MultiModalProcessorOnlyCache
+
+    kwargs = {k: v for k, v in engine_args.items() if k in MODEL_CONFIG_ARGS}
+    kwargs.setdefault("dtype", "bfloat16")
+    config = ModelConfig(model=local_dir, tokenizer=local_dir, **kwargs)
+    cache = MultiModalProcessorOnlyCache(config) if cached else None
+    if generation() == CACHE_AT_CREATION:
+        return Processor(MULTIMODAL_REGISTRY.create_processor(config, cache=cache), cache, cache_per_call=False)
+    return Processor(MULTIMODAL_REGISTRY.create_processor(config), cache, cache_per_call=True)
+
+
+def apply_processor(processor: Processor, prompt: str, mm_data: dict) -> dict:
+    """Run the processor on one prompt with its media: token ids and placeholder ranges."""
+    proc = processor.vllm_processor
+    extra = {"cache": processor.cache} if processor.cache_per_call else {}
+    out = proc(prompt, mm_items=proc.info.parse_mm_data(mm_data), hf_processor_mm_kwargs={}, **extra)
+    return {
+        "prompt_token_ids": list(out["prompt_token_ids"]),
+        "placeholders": {m: [(p.offset, p.length) for p in ranges] for m, ranges in out["mm_placeholders"].items()},
+    }
