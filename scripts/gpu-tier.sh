@@ -79,7 +79,8 @@ acquire() {  # k: the positions of the k least-loaded GPUs with a free slot, or 
 reap() {  # wait for one job, give back its GPUs; fails if that job failed
   local pid rc=0
   wait -n -p pid || rc=$?
-  [ -n "${pid:-}" ] || return 0
+  [ -n "${pid:-}" ] || return 0  # no job left
+  [ -n "${held[$pid]+set}" ] || return "$rc"
   for i in ${held[$pid]}; do load[$i]=$(( load[$i] - 1 )); done
   unset "held[$pid]"
   return "$rc"
