@@ -26,7 +26,8 @@ def test_hostile_inputs_on_cpu(family, variant, family_snapshot):
     broken = [o for o in outcomes if o.kind == "broken"]
     unexpected = [o.line() for o in broken if variant.broken_case(o.case) is None]
     stale = [c for c in variant.broken_cases if c not in {o.case for o in broken}]
-    assert family_snapshot == document(family, variant, outcomes, "vLLM processor, CPU")
+    assert family_snapshot == document(family, variant, outcomes, "vLLM processor, CPU"), (
+        f"{family.name} [{variant.kind}] hostile inputs: outcomes differ from the snapshot (diff below)")
     assert not unexpected, f"{family.name} [{variant.kind}] hostile inputs: broken on vLLM's processor:\n" + "\n".join(unexpected)
     assert not stale, (f"{family.name} [{variant.kind}] hostile inputs: known_broken cases now work "
                        f"(remove them from the spec, or narrow their versions): {stale}")

@@ -22,4 +22,6 @@ def test_hub_conformance_snapshot(family, variant, family_snapshot):
     template, stops = template_conformance(family, variant), stop_conformance(family, variant)
     if template.status is Status.SKIP and stops.status is Status.SKIP:
         pytest.skip(f"{template.reason}; {stops.reason}")
-    assert family_snapshot == hub_document(family, variant, template, stops)
+    assert family_snapshot == hub_document(family, variant, template, stops), (
+        f"{family.name} [{variant.kind}] template/stops: the rendering against the model's files differs from the "
+        "snapshot (diff below)")

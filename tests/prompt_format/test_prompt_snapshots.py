@@ -4,5 +4,6 @@ from vlcheck.snapshots import prompt_document
 
 
 def test_prompts_match_snapshot(family, family_snapshot):
-    assert family_snapshot == prompt_document(family)
+    assert family_snapshot == prompt_document(family), (
+        f"{family.name} spec: the rendered example prompts differ from the snapshot (diff below)")
 

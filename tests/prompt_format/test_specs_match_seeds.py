@@ -26,7 +26,7 @@ def test_spec_matches_example(family):
         if seeds.load_seed(variant.source.seed) is None:
             continue  # the one-line scrape: see test_unrunnable_seed_literals
         problems = compare(family, variant)
-        assert problems == [], "\n".join(problems)
+        assert problems == [], f"{family.name} [{variant.kind}] spec: " + "\n".join(problems)
         checked += 1
     if not checked:
         pytest.skip(f"{family.name}: its only seed cannot be executed; checked by literals instead")
@@ -39,7 +39,7 @@ def test_drifts_are_real(family):
     for variant, drift in drifts:
         _need_seed(drift.seed)
         problems = compare_drift(family, variant, drift)
-        assert problems == [], "\n".join(problems)
+        assert problems == [], f"{family.name} [{variant.kind}] spec: " + "\n".join(problems)
 
 
 def test_unrunnable_seed_literals():

@@ -28,7 +28,8 @@ def test_processor_expands_every_item(family, variant, family_snapshot):
     lines = [f"# vLLM processor on the synthetic checkpoint: {family.name} [{variant.kind}]",
              f"# status: {result.status.value}"]
     lines += [f"{shape}: {json.dumps(c)}" for shape, c in counts.items()]
-    assert family_snapshot == "\n".join(lines) + "\n"
+    assert family_snapshot == "\n".join(lines) + "\n", (
+        f"{family.name} [{variant.kind}] processor: token counts differ from the snapshot (diff below)")
 
 
 def test_removed_placeholder_fails_naming_family_and_item():
