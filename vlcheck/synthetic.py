@@ -97,7 +97,10 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, he
         raise NotBuildable(f"{spec.name}: {recipe.unsupported}")
     # Named by content only: a family's single and multi-image examples often need the same
     # checkpoint (same architecture and tokens), which is then built once.
-    target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, weights, heads)}"
+    from vlcheck.seeded import INIT_HASH
+
+    seeding = INIT_HASH if weights else False  # a new initialisation rebuilds the seeded checkpoints
+    target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, seeding, heads)}"
     if (target / "config.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -315,12 +318,13 @@ def _make_processor(recipe: Recipe, tokenizer):
     return proc_cls(**parts, **recipe.processor)
 
 
-def _save_weights(config, out: Path, seed: int = 0) -> None:
-    """Weights drawn from a fixed seed (so outputs depend on the input, unlike vLLM's dummy
-    loading), saved as safetensors by the HF model class."""
-    import torch
-    from transformers import AutoModelForImageTextToText
+def _save_weights(config, out: Path) -> None:
+    """Fixed-seed weights under the Hub checkpoint's tensor names (`vlcheck.seeded`); raises
+    NotBuildable where transformers has no model class to draw them from."""
+    from vlcheck import seeded
+    from vlcheck.adapter.numerics import NoTransformersModel
 
-    torch.manual_seed(seed)
-    model = AutoModelForImageTextToText.from_config(config, torch_dtype=torch.bfloat16)
-    model.save_pretrained(out, safe_serialization=True)
+    try:
+        seeded.save_seeded_weights(config, config.architectures[0], out)
+    except NoTransformersModel as err:
+        raise NotBuildable(f"no seeded weights: {err}") from None
