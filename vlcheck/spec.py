@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 MODALITIES: tuple[str, ...] = ("image", "video")
-CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache")
+CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
+                           "reference", "placement")
 """The per-family checks a spec may declare a deviation for."""
 
 # Slots a prompt template or message content may use. `{placeholder}` is replaced by the
