@@ -284,10 +284,16 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
 
 
 def _import(path: str) -> Any:
+    """A class the recipe names by import path. One the installed packages no longer have (vLLM
+    0.32 dropped Tarsier with its processor) makes the checkpoint not buildable; the architecture
+    check reports the model's removal itself."""
     import importlib
 
     module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise NotBuildable(f"the recipe's {path} does not import on this install: {type(err).__name__}: {err}") from None
 
 
 def _make_processor(recipe: Recipe, tokenizer):
