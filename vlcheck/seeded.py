@@ -26,8 +26,10 @@ whose head is its input embedding (tied: no head tensor saved) gets it on the em
 HEAD_SUFFIXES = ("lm_head.weight", "output.weight")
 EMBEDDING_SUFFIXES = ("embed_tokens.weight", "wte.weight")
 WEIGHTS_FILE = "model.safetensors"
-INIT_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
-"""Part of a seeded checkpoint's content hash: changing the initialisation rebuilds it."""
+INIT_HASH = hashlib.sha256(Path(__file__).read_bytes()
+                           + (Path(__file__).parent / "adapter" / "numerics.py").read_bytes()).hexdigest()[:12]
+"""Part of a seeded checkpoint's content hash: changing the initialisation or the Hub-layout
+conversion (`adapter/numerics.py`) rebuilds it."""
 
 
 def draw(name: str, like, seed: int = SEED, head_suffixes: tuple[str, ...] = HEAD_SUFFIXES):

@@ -175,16 +175,19 @@ def _loader_platform():
 
 
 def _single_process_group() -> None:
-    """vLLM's model classes read the tensor-parallel group when built: a 1-process gloo group, as
-    vLLM's own tests set up, made once per process and kept (tearing one down and making another
-    in the same process can hang in gloo's rendezvous)."""
+    """vLLM's model classes read the parallel groups when built: a 1-process gloo world, as vLLM's
+    own tests set up, made once per process and kept (tearing it down and making another in the
+    same process can hang in gloo's rendezvous). The model-parallel groups are made again for each
+    model: which exist depends on the current config (an expert-parallel group only for MoE)."""
     from vllm.distributed import parallel_state
 
     if parallel_state.model_parallel_is_initialized():
-        return
-    rendezvous = tempfile.mkdtemp(prefix="vlcheck-gloo-")
-    parallel_state.init_distributed_environment(world_size=1, rank=0, local_rank=0,
-                                                distributed_init_method=f"file://{rendezvous}/store", backend="gloo")
+        parallel_state.destroy_model_parallel()
+    else:
+        rendezvous = tempfile.mkdtemp(prefix="vlcheck-gloo-")
+        parallel_state.init_distributed_environment(world_size=1, rank=0, local_rank=0,
+                                                    distributed_init_method=f"file://{rendezvous}/store",
+                                                    backend="gloo")
     parallel_state.initialize_model_parallel(1, 1)
 
 
