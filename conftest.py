@@ -21,7 +21,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-variant", choices=("single", "multi_image"), default=None,
                     help="only this example of each family (the GPU runner uses one process per family-config)")
     group.addoption("--vlcheck-weights", choices=("auto", "real", "synthetic", "seeded"), default="auto",
-                    help="GPU tier: real checkpoints (HF cache / Hub), synthetic ones, or real where available")
+                    help="GPU tier: auto (default) = real checkpoints where in the HF cache, else synthetic ones "
+                         "with seeded weights (dummy where none can be drawn); real; seeded; synthetic = vLLM's "
+                         "dummy loading, whose outputs cannot detect numerical changes")
     group.addoption("--vlcheck-update-goldens", action="store_true",
                     help="GPU tier: record greedy goldens instead of comparing with them")
     group.addoption("--vlcheck-cache-off", action="store_true",

@@ -1,7 +1,10 @@
 """vLLM engines for the GPU tier: one per family-config, shared by its tests, freed before the next.
 
-Weights are real when the model's checkpoint is available (HF cache or a reachable Hub), the
-synthetic checkpoint otherwise (`--vlcheck-weights auto|real|synthetic`).
+Weights are real when the model's checkpoint is available (HF cache or a reachable Hub); otherwise
+the synthetic checkpoint with seeded weights (`vlcheck.seeded`: outputs depend on the input), or,
+where none can be drawn (no transformers model class), vLLM's dummy loading, whose outputs cannot
+see the input and so cannot detect a numerical change (`--vlcheck-weights auto|real|seeded|synthetic`;
+`synthetic` forces dummy loading).
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ SYNTHETIC_ENGINE_ARGS = {"gpu_memory_utilization": 0.04, "kv_cache_memory_bytes"
 """A tiny model needs little: a fixed 1 GiB KV cache skips vLLM's memory profiling, whose
 free-memory assertion fails when another engine on the same GPU frees memory meanwhile, so
 several family-configs can run side by side on one GPU (scripts/gpu-tier.sh JOBS=N)."""
+
+
+DUMMY_WEIGHTS_NOTE = ("served with vLLM's dummy weights: every output is the same whatever the input, so "
+                      "greedy outputs and goldens cannot detect a numerical change (use seeded weights)")
 
 
 class EngineUnavailable(RuntimeError):
@@ -118,21 +125,28 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
             return {**args, **TEST_ENGINE_ARGS, "model": real, **overrides}, "real", real
         if weights == "real":
             raise EngineUnavailable(f"{spec.name}: --vlcheck-weights real, but {variant.model} is not in the HF cache", True)
-    # "synthetic": vLLM's dummy loader on the synthetic checkpoint. "seeded": weights drawn from a
-    # fixed seed by the HF model class; outputs then depend on the input, but vLLM's loader does
-    # not map every transformers-5 weight name (LLaVA's vision tower), and an engine whose
-    # weights fail to load leaves vLLM 0.24.0's client waiting forever: opt in per run.
+    # "seeded" (and "auto" without real weights): the synthetic checkpoint with fixed-seed weights in
+    # the Hub's layout, which vLLM's loader takes whole (tests/numerics/test_seeded.py). "auto" falls
+    # back to dummy loading where no seeded weights can be drawn; "synthetic" always uses it.
     try:
-        if weights == "seeded":
-            local, used = str(checkpoint_dir(spec, variant, weights=True, heads=heads)), "seeded"
-        else:
-            local, used = str(checkpoint_dir(spec, variant, weights=False, heads=heads)), "synthetic-dummy"
+        local, used = None, "synthetic-dummy"
+        if weights in ("auto", "seeded"):
+            try:
+                local, used = str(checkpoint_dir(spec, variant, weights=True, heads=heads)), "seeded"
+            except (NotBuildable, ImportError) as err:
+                if weights == "seeded":
+                    raise NotBuildable(f"no seeded weights: {err}") from None
+        if local is None:
+            local = str(checkpoint_dir(spec, variant, weights=False, heads=heads))
     except NotBuildable as err:
         raise EngineUnavailable(f"{spec.name}: no synthetic checkpoint: {err}", True) from None
     args = {k: v for k, v in args.items() if k not in DROPPED_FOR_SYNTHETIC}
     args.update(TEST_ENGINE_ARGS, **SYNTHETIC_ENGINE_ARGS, model=local, tokenizer=local)
     if used == "synthetic-dummy":
+        import warnings
+
         args["load_format"] = "dummy"
+        warnings.warn(f"{spec.name}: {DUMMY_WEIGHTS_NOTE}", stacklevel=2)
     args["max_model_len"] = min(int(args.get("max_model_len", 4096)), 4096, _position_limit(local) or 4096)
     args.update(overrides)
     return args, used, local

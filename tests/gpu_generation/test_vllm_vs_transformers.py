@@ -1,0 +1,73 @@
+"""vLLM against the transformers reference, on the seeded synthetic checkpoint: the same requests
+(`vlcheck.reference.requests`), greedy, compared by vLLM's own rule (`check_logprobs_close`, here
+`goldens.compare`) with the CPU reference in `snapshots/test_reference/`; float32 on both sides, or
+bfloat16 where vLLM refuses float32. And the engine's output must see the media."""
+
+import pytest
+
+from vlcheck import goldens, reference
+from vlcheck.testing import config_id, expect_deviation
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def seeded_engine(family, variant, engines, request):
+    """The family-config's seeded checkpoint served in float32 (its own engine: the tier's shared
+    one runs the default dtype), falling back to bfloat16 where vLLM refuses float32."""
+    from vlcheck.engines import EngineUnavailable
+
+    expect_deviation(request, variant, "generation")
+    errors = []
+    for dtype in ("float32", "bfloat16"):
+        try:
+            handle = engines.get(family, variant, "seeded", dtype=dtype)
+            request.node.user_properties.append(("dtype", dtype))
+            return handle, dtype
+        except EngineUnavailable as err:
+            if err.skip:
+                pytest.skip(str(err))
+            errors.append(f"{dtype}: {err}")
+    pytest.fail("\n".join(errors), pytrace=False)
+
+
+def _requests_or_skip(family, variant):
+    from vlcheck.templates import TemplateUnavailable
+
+    try:
+        return reference.requests(family, variant)
+    except TemplateUnavailable as err:
+        pytest.skip(f"{family.name}: the example renders with the model's chat template: {err}")
+
+
+def test_vllm_matches_transformers_reference(family, variant, seeded_engine, request):
+    expect_deviation(request, variant, "reference")
+    handle, dtype = seeded_engine
+    stored = reference.load(config_id(family, variant))
+    if stored is None:
+        pytest.skip(f"{family.name}: no transformers reference recorded (tests/numerics/test_cpu_reference.py)")
+    actual = [reference.vllm_first_step(handle.llm, r) for r in _requests_or_skip(family, variant)]
+    expected = stored["runs"]
+    problems = [f"{run['shape']}: {p}" for run, a in zip(expected, actual) for p in goldens.compare([run], [a])]
+    if dtype == "float32":
+        problems += reference.first_step_problems(expected, actual, reference.FLOAT32_FIRST_STEP_TOLERANCE)
+    request.node.user_properties.append(("vllm", {r["shape"]: a["token_ids"] for r, a in zip(expected, actual)}))
+    assert not problems, (f"{family.name} ({dtype}): vLLM disagrees with transformers {stored['transformers']} "
+                          f"on the same seeded weights:\n" + "\n".join(problems))
+
+
+def test_vllm_output_sees_the_media(family, variant, seeded_engine, request):
+    """Other media (same size) move the first-step top-5 logprobs; the same request again does not."""
+    handle, _ = seeded_engine
+    problems = []
+    for r in _requests_or_skip(family, variant):
+        first = reference.vllm_first_step(handle.llm, r, new_tokens=1)["top_logprobs"][0]
+        other = reference.vllm_first_step(handle.llm, r, r.other_items, new_tokens=1)["top_logprobs"][0]
+        again = reference.vllm_first_step(handle.llm, r, new_tokens=1)["top_logprobs"][0]
+        moved = reference.top_change(first, other)
+        request.node.user_properties.append((f"sensitivity {r.shape}", moved))
+        if moved < reference.SENSITIVITY_MIN:
+            problems.append(f"{r.shape}: other media move the first-step top-5 logprobs by {moved} nats")
+        if first != again:
+            problems.append(f"{r.shape}: the same request twice gives {first} then {again}")
+    assert not problems, f"{family.name}: " + "\n".join(problems)
