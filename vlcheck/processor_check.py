@@ -24,6 +24,12 @@ def explain(err: Exception, spec: FamilySpec, modality: str, count: int) -> str:
         which = f"{m.group(3)} item {found}" if found < want else f"{found - want} surplus placeholder(s)"
         return (f"{spec.name}: {which}: the prompt has {found} placeholder(s) for {count} {modality} item(s) "
                 f"({text.splitlines()[0][:160]})")
+    # vllm 0.32 names the first item it could not place instead: items before it were placed
+    m = re.search(r"Failed to apply prompt replacement for mm_items\['(\w+)'\]\[(\d+)\]", str(err))
+    if m:
+        found = int(m.group(2))
+        return (f"{spec.name}: {m.group(1)} item {found}: the prompt has {found} placeholder(s) for {count} {modality} "
+                f"item(s) ({text.splitlines()[0][:160]})")
     return f"{spec.name}: {modality} x{count}: {text.splitlines()[0][:300]}"
 
 

@@ -24,7 +24,7 @@ def _result(family, variant):
 def test_processor_expands_every_item(family, variant, family_snapshot):
     result = _result(family, variant)
     require_ok(result, variant)
-    counts = result.data[f"{variant.kind}.token_counts"]
+    counts = result.data.get(f"{variant.kind}.token_counts", {})  # none where every shape failed (declared)
     lines = [f"# vLLM processor on the synthetic checkpoint: {family.name} [{variant.kind}]",
              f"# status: {result.status.value}"]
     lines += [f"{shape}: {json.dumps(c)}" for shape, c in counts.items()]
