@@ -7,7 +7,9 @@ The processor cache moved between vLLM generations (both found by signature):
   applies the placeholder updates itself; without one, the HF processor sees both at once.
 - vllm 0.32: `create_processor(config)` takes no cache; the processor's `__call__(..., cache=...)`
   takes it per request. The prompt is always tokenized alone and vLLM always applies the
-  placeholders (the HF processor sees only the media), with or without the cache.
+  placeholders (the HF processor sees only the media), with or without the cache. A string
+  prompt is tokenized with the engine's limits (`truncation=True, max_length=max_model_len + 1`,
+  from the left): a prompt over the limit loses its start, and with it leading placeholders.
 
 `cached=True` therefore means the same on both (what an engine serves by default); `cached=False`
 is the old joint HF call on 0.24 and the same path, minus the cache, on 0.32: a difference between
