@@ -14,6 +14,15 @@ from vlcheck.snapshots import FamilySnapshot
 from vlcheck.testing import config_id, expect_deviation, is_suite_crash
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist workers (-n auto) already fill every core; torch's own thread pool in each of them only
+    # contends and spins (a third of the CPU tier's CPU time on 2 cores). Set before workers start.
+    if getattr(config.option, "numprocesses", None):
+        import os
+
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("vlcheck")
     group.addoption("--vlcheck-family", action="append", default=[], metavar="NAME",

@@ -14,12 +14,13 @@ from __future__ import annotations
 import io
 import re
 import signal
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache, partial
 from typing import Any, Callable
 
 from vlcheck import media
+from vlcheck.guard import ChildError, Hang, OverMemory, guarded_calls, root_cause
 from vlcheck.spec import Variant
 
 TIMEOUT_S = 60
@@ -49,7 +50,14 @@ def _placeholder(variant: Variant, modality: str) -> str:
 
 
 def _image(mode: str, size=(224, 224)):
-    return lambda v, m: ("image", media.image(3, size, mode), 1)
+    return lambda v, m: ("image", _same_image(mode, size), 1)
+
+
+@lru_cache(maxsize=None)
+def _same_image(mode: str, size: tuple[int, int]):
+    """Made once per process and shared by every family (the 64-megapixel one takes 0.3 s); the
+    cases only read it."""
+    return media.image(3, size, mode)
 
 
 def _truncated_jpeg(v, m):
@@ -132,97 +140,8 @@ class Outcome:
 SEVERITY = ("not applicable", "handled", "rejected", "broken")
 
 
-class Hang(Exception):
-    pass
-
-
-class OverMemory(Exception):
-    pass
-
-
 MEMORY_LIMIT_GB = 4
 """What one case may allocate beyond the already-loaded processor before it counts as broken."""
-
-
-def _vm_size() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def _single_threaded() -> None:
-    """In a forked child: torch's CPU thread pool was forked in whatever state the parent's
-    threads left it, and a processor that then runs a parallel op deadlocks (every llava-next-video
-    case hung after the processor tests had used the pool in the same pytest worker)."""
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:
-        pass
-
-
-def guarded(fn: Callable[[], Any], timeout_s: int = TIMEOUT_S, memory_gb: int = MEMORY_LIMIT_GB) -> Any:
-    """Run `fn` in a forked child with an address-space limit and a deadline, so that a case
-    that blows up (a 1x8000 image turned into a 20 GB array) cannot take the runner down.
-    Returns fn's result or raises its exception, Hang, or OverMemory."""
-    import os
-    import pickle
-    import resource
-    import select
-
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        os.close(read)
-        try:
-            _single_threaded()
-            limit = _vm_size() + memory_gb * (1 << 30)
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-            try:
-                payload = ("ok", fn())
-            except MemoryError:
-                payload = ("memory", None)
-            except BaseException as err:  # noqa: BLE001 - sent to the parent to classify
-                cause = root_cause(err)
-                payload = ("error", (type(err).__name__, str(err)[:2000], type(cause).__name__, str(cause)[:2000],
-                                     [c.__name__ for c in type(cause).__mro__]))
-            os.write(write, pickle.dumps(payload))
-        finally:
-            os._exit(0)
-    os.close(write)
-    chunks, deadline_at = [], time.monotonic() + timeout_s
-    try:
-        while True:
-            left = deadline_at - time.monotonic()
-            if left <= 0 or not select.select([read], [], [], left)[0]:
-                os.kill(pid, signal.SIGKILL)
-                raise Hang(f"no answer after {timeout_s} s")
-            chunk = os.read(read, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(read)
-        os.waitpid(pid, 0)
-    if not chunks:
-        raise OverMemory(f"the process died (needs more than {memory_gb} GB?)")
-    kind, value = pickle.loads(b"".join(chunks))
-    if kind == "memory":
-        raise OverMemory(f"needs more than {memory_gb} GB of memory")
-    if kind == "error":
-        raise ChildError(*value)
-    return value
-
-
-class ChildError(Exception):
-    """An exception raised in the guarded child, with its root cause's type and message."""
-
-    def __init__(self, name: str, message: str, cause_name: str, cause_message: str, cause_mro: list[str]):
-        super().__init__(message)
-        self.name, self.cause_name, self.cause_message, self.cause_mro = name, cause_name, cause_message, cause_mro
 
 
 @contextmanager
@@ -250,15 +169,6 @@ def shorten(message: str, limit: int = 160) -> str:
     text = re.sub(r"(/[\w.\-]+)+/", "…/", text)
     text = re.sub(r"\d{5,}", "N", text)
     return text[:limit]
-
-
-def root_cause(err: BaseException) -> BaseException:
-    """vLLM wraps processor errors ("Failed to apply X on data={...}"): the innermost one says why."""
-    seen = set()
-    while (err.__cause__ or err.__context__) is not None and id(err) not in seen:
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return err
 
 
 def classify_error(err: BaseException) -> tuple[str, str]:
@@ -316,32 +226,30 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
     """Every case through vLLM's processor on the family's synthetic checkpoint, as a served
     request goes through it (processor cache on, the engine's default) and with the cache off
     (`mm_processor_cache_gb=0`); where the two differ, the outcome names both, and takes the
-    worse kind."""
+    worse kind. The cases run in guarded children (`vlcheck.guard`), a batch per child."""
     from vlcheck import adapter
+    from vlcheck.render import default_questions
     from vlcheck.synthetic import checkpoint_dir
 
     local = checkpoint_dir(spec, variant)
     modality = variant.primary_modality
     args = variant.engine_args_for(modality, variant.max_images or 1)
     max_len = args.get("max_model_len")
+    example = (prompt_for(spec, variant, modality, default_questions(variant, modality)[0], 1),
+               {modality: media.items(modality, 1)[0]})
     processors: dict[tuple[str, bool], Any] = {}
 
     def processor(m: str, cached: bool):
         if (m, cached) not in processors:
             extra = variant.engine_args_for(m, variant.max_images or 1) if m in variant.modalities else {
                 **args, "limit_mm_per_prompt": {**(args.get("limit_mm_per_prompt") or {}), m: 1}}
-            processors[m, cached] = adapter.create_processor(str(local), extra, cached=cached)
-        proc = processors[m, cached]
-        if cached:  # every case starts from an empty cache, whatever ran before it
-            proc.clear_cache()
-        return proc
+            processors[m, cached] = _warmed_up(adapter.create_processor(str(local), extra, cached=cached), example)
+        return processors[m, cached]
 
-    def one_path(case: Case, prompt: str, data_modality: str, value: Any, count: int, cached: bool) -> Outcome:
-        proc = processor(data_modality, cached)
-        try:
-            out = guarded(lambda: adapter.apply_processor(proc, prompt, {data_modality: value}))
-        except Exception as err:  # noqa: BLE001 - every failure is an outcome to classify
-            return Outcome(case.name, *classify_error(err))
+    def path_outcome(case: Case, answer: tuple[Any, Exception | None], data_modality: str, count: int) -> Outcome:
+        out, error = answer
+        if error is not None:
+            return Outcome(case.name, *classify_error(error))
         ranges = out["placeholders"].get(data_modality, [])
         tokens = len(out["prompt_token_ids"])
         if len(ranges) != count:
@@ -351,10 +259,41 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
             how += f" (over max_model_len {max_len}: the engine must reject it)"
         return Outcome(case.name, "handled", how)
 
-    def attempt(case: Case, *request) -> Outcome:
-        return both_paths(one_path(case, *request, cached=True), one_path(case, *request, cached=False))
+    requests = list(case_requests(spec, variant))
+    calls = [partial(_from_empty_cache, processor(data_modality, cached), prompt, {data_modality: value})
+             for _, request in requests if not isinstance(request, Outcome)
+             for prompt, data_modality, value, _ in [request] for cached in (True, False)]
+    answers = iter(guarded_calls(calls, TIMEOUT_S, MEMORY_LIMIT_GB))
+    outcomes = []
+    for case, request in requests:
+        if isinstance(request, Outcome):
+            outcomes.append(request)
+            continue
+        _, data_modality, _, count = request
+        served = path_outcome(case, next(answers), data_modality, count)
+        outcomes.append(both_paths(served, path_outcome(case, next(answers), data_modality, count)))
+    return outcomes
 
-    return run_cases(spec, variant, attempt)
+
+def _warmed_up(processor, example: tuple[str, dict]):
+    """The processor after one plain request (the example's): vLLM builds the HF processor, and
+    imports its modules, on the first request, which otherwise every guarded child redoes."""
+    from vlcheck import adapter
+
+    try:
+        adapter.apply_processor(processor, *example)
+    except Exception:  # noqa: BLE001 - a processor that fails here is what the cases are for
+        pass
+    return processor
+
+
+def _from_empty_cache(processor, prompt: str, mm_data: dict) -> dict:
+    """One case on one path (in a guarded child); every case starts from an empty processor
+    cache, whatever ran before it."""
+    from vlcheck import adapter
+
+    processor.clear_cache()
+    return adapter.apply_processor(processor, prompt, mm_data)
 
 
 def both_paths(served: Outcome, uncached: Outcome) -> Outcome:
