@@ -127,15 +127,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
-    if report.failed and ("vlcheck_error", True) in report.user_properties:
+    if report.failed and ("vlcheck_error", True) in getattr(report, "user_properties", ()):
         return "error", "E", ("VLCHECK ERROR", {"red": True})
-    if report.failed and ("vlcheck_spec_error", True) in report.user_properties:
+    if report.failed and ("vlcheck_spec_error", True) in getattr(report, "user_properties", ()):
         return "failed", "F", ("FAILED", {"red": True})  # the user's spec is wrong: a failure, not a setup error
     return None
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    errors = [r for r in terminalreporter.stats.get("error", []) if ("vlcheck_error", True) in r.user_properties]
+    errors = [r for r in terminalreporter.stats.get("error", []) if ("vlcheck_error", True) in getattr(r, "user_properties", ())]
     if errors:
         terminalreporter.section("vlcheck errors: the suite's own code crashed (not a vLLM finding)", red=True)
         for r in errors:
