@@ -107,10 +107,6 @@ def cmd_check(args) -> int:
     checks = dict(CPU_CHECKS)
     close = None
     if args.gpu:
-        # vLLM forks its engine core by default. Forked after the CPU checks have run torch's
-        # thread pool in this process, it deadlocked (H200, vLLM 0.24.0); spawned, it starts
-        # clean, ~14 s slower. The GPU tier (pytest, one process per family-config) keeps fork.
-        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
         extra, close = gpu_checks(args.weights)
         checks.update(extra)
     total, done = len(families) * len(checks), 0
