@@ -16,6 +16,8 @@ import difflib
 import json
 from dataclasses import dataclass, field
 
+from vlcheck.results import NOT_APPLIED
+
 OK = ("pass", "declared deviation")
 ERROR = "error"
 EXIT_CODES = {"SAFE": 0, "REGRESSED": 1, "INCONCLUSIVE": 3}
@@ -85,11 +87,15 @@ def _compare_cell(d: Diff, where: str, o: dict, n: dict) -> None:
         d.fixed.append(f"{where}: {was} -> {now}" + (f": {n['reason']}" if n["reason"] else ""))
     elif was != "skip" and now == "skip":
         d.lost_coverage.append(f"{where}: {was} -> skip: {n['reason']}")
-    old_facts, new_facts = o.get("data", {}), n.get("data", {})
+    old_facts, new_facts = _facts(o), _facts(n)
     d.moved += _moved_facts(where, old_facts, new_facts)
     for key in sorted(set(old_facts) ^ set(new_facts)):
         side = "new" if key in old_facts else "old"
         d.not_measured.append(f"{where}: {key}: not measured on the {side} side")
+
+
+def _facts(row: dict) -> dict:
+    return {k: v for k, v in row.get("data", {}).items() if not k.endswith("." + NOT_APPLIED)}
 
 
 def _moved_facts(where: str, old: dict, new: dict) -> list[str]:

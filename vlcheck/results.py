@@ -46,6 +46,10 @@ def crashed(family: str, check: str, err: BaseException, where: str = "") -> Che
                        f"{prefix}vlcheck crashed (not a vLLM finding): {type(err).__name__}: {str(err)[:300]}")
 
 
+NOT_APPLIED = "declaration_not_applied"
+"""Data key (per variant) naming a declaration that was out of its versions; a marker, not a measured fact."""
+
+
 def declared_deviation(result: CheckResult, variant, declared_as: str | None = None) -> CheckResult:
     """A failure the variant declares (`deviations.<check>`, or `declared_as`) becomes a declared
     deviation: reported with the spec's reason, keeping the failure's evidence. A declaration
@@ -56,12 +60,14 @@ def declared_deviation(result: CheckResult, variant, declared_as: str | None = N
     if declared is None or result.status not in (Status.FAIL, Status.PASS):
         return result
     if variant.deviation(key) is None:
+        if result.data.get(f"{variant.kind}.{NOT_APPLIED}") == key:
+            return result  # already checked plainly (a check's own call, then per_variant's)
         from vlcheck.versions import describe
 
         note = (f" (the spec's deviations.{key}, measured on {declared.scope}, does not apply to "
                 f"{describe()}: checked plainly)")
         return CheckResult(result.family, result.check, result.status, result.reason + note, result.details,
-                           {**result.data, f"{variant.kind}.declaration_not_applied": key})
+                           {**result.data, f"{variant.kind}.{NOT_APPLIED}": key})
     if result.status is Status.PASS:
         return CheckResult(result.family, result.check, result.status,
                            result.reason + f" (deviations.{key} is declared for {declared.scope} but did not happen)",

@@ -46,6 +46,12 @@ def test_outside_its_range_the_check_runs_plainly_and_says_so():
     assert passed.data == {"single.declaration_not_applied": "template"}
 
 
+def test_a_declaration_out_of_range_is_noted_once_when_applied_twice():
+    variant = _variant_declaring(ELSEWHERE)  # a check applies its declaration, then checks.per_variant again
+    once = declared_deviation(CheckResult("llava", "template", Status.FAIL, "[single] differs"), variant)
+    assert declared_deviation(once, variant).reason == once.reason and once.reason.count("does not apply") == 1
+
+
 def test_a_declared_deviation_that_did_not_happen_says_so():
     passed = declared_deviation(CheckResult("llava", "template", Status.PASS, "[single] same"), _variant_declaring(HERE))
     assert passed.status is Status.PASS and "is declared for" in passed.reason and "did not happen" in passed.reason

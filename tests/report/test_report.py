@@ -148,3 +148,10 @@ def test_errors_are_shown_apart_from_failures_in_markdown_and_html(rep):
     page = _Cells()
     page.feed(report.to_html(both))
     assert Counter(page.cells)["error"] == 1 and Counter(page.cells)["fail"] == fails_before + 1
+
+
+def test_a_declaration_out_of_its_versions_is_not_a_fact_of_the_diff(rep):
+    new = copy.deepcopy(rep)
+    new["families"]["llava"]["checks"]["template"]["data"]["single.declaration_not_applied"] = "template"
+    d = diff.compare(rep, new)
+    assert not any("declaration_not_applied" in line for line in d.not_measured + d.moved)
