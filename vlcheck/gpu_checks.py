@@ -85,8 +85,11 @@ class CacheRun:
     resend_prompt_tokens: list[int]
     hits_added: float
     queries_added: float
-    first_tokens: list[list[int]]
-    resend_tokens: list[list[int]]
+    first_outputs: list[dict]
+    resend_outputs: list[dict]
+    """Token ids and top-5 logprobs (goldens.from_outputs): the resend is compared by vLLM's
+    check_logprobs_close rule, as batch composition moves bfloat16 logits (llava-onevision on an
+    H200, seeded weights: equal for 7 tokens, then a near-tie broke the other way)."""
 
 
 def uuid_resend(spec: FamilySpec, variant: Variant, handle: EngineHandle, form: str, tag: str) -> CacheRun:
@@ -103,7 +106,7 @@ def uuid_resend(spec: FamilySpec, variant: Variant, handle: EngineHandle, form: 
     after = cache_counters(llm)
     return CacheRun([len(o.prompt_token_ids) for o in first], [len(o.prompt_token_ids) for o in second],
                     after["hits"] - before["hits"], after["queries"] - before["queries"],
-                    [list(o.outputs[0].token_ids) for o in first], [list(o.outputs[0].token_ids) for o in second])
+                    goldens.from_outputs(first), goldens.from_outputs(second))
 
 
 def unknown_uuid_error(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> str | None:
