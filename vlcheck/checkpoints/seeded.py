@@ -27,7 +27,7 @@ HEAD_SUFFIXES = ("lm_head.weight", "output.weight")
 EMBEDDING_SUFFIXES = ("embed_tokens.weight", "wte.weight")
 WEIGHTS_FILE = "model.safetensors"
 INIT_HASH = hashlib.sha256(Path(__file__).read_bytes()
-                           + (Path(__file__).parent / "adapter" / "numerics.py").read_bytes()).hexdigest()[:12]
+                           + (Path(__file__).parents[1] / "adapter" / "numerics.py").read_bytes()).hexdigest()[:12]
 """Part of a seeded checkpoint's content hash: changing the initialisation or the Hub-layout
 conversion (`adapter/numerics.py`) rebuilds it."""
 

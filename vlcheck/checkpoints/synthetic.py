@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vlcheck.render import IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, VIDEO_QUESTIONS
-from vlcheck.spec import FamilySpec, Recipe, Variant
+from vlcheck.prompt.render import IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, VIDEO_QUESTIONS
+from vlcheck.spec.schema import FamilySpec, Recipe, Variant
 
 CACHE_ENV = "VLCHECK_CACHE"
 # The builder's own source is part of every checkpoint's content hash: editing it rebuilds.
@@ -97,7 +97,7 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, he
         raise NotBuildable(f"{spec.name}: {recipe.unsupported}")
     # Named by content only: a family's single and multi-image examples often need the same
     # checkpoint (same architecture and tokens), which is then built once.
-    from vlcheck.seeded import INIT_HASH
+    from vlcheck.checkpoints.seeded import INIT_HASH
 
     seeding = INIT_HASH if weights else False  # a new initialisation rebuilds the seeded checkpoints
     target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, seeding, heads)}"
@@ -325,10 +325,10 @@ def _make_processor(recipe: Recipe, tokenizer):
 
 
 def _save_weights(config, out: Path) -> None:
-    """Fixed-seed weights under the Hub checkpoint's tensor names (`vlcheck.seeded`); raises
+    """Fixed-seed weights under the Hub checkpoint's tensor names (`vlcheck.checkpoints.seeded`); raises
     NotBuildable where transformers has no model class to draw them from."""
-    from vlcheck import seeded
     from vlcheck.adapter.numerics import NoTransformersModel
+    from vlcheck.checkpoints import seeded
 
     try:
         seeded.save_seeded_weights(config, config.architectures[0], out)

@@ -62,7 +62,7 @@ def declared_deviation(result: CheckResult, variant, declared_as: str | None = N
     if variant.deviation(key) is None:
         if result.data.get(f"{variant.kind}.{NOT_APPLIED}") == key:
             return result  # already checked plainly (a check's own call, then per_variant's)
-        from vlcheck.versions import describe
+        from vlcheck.core.versions import describe
 
         note = (f" (the spec's deviations.{key}, measured on {declared.scope}, does not apply to "
                 f"{describe()}: checked plainly)")

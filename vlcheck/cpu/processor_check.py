@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 
 from vlcheck import adapter
-from vlcheck.conformance import template_unavailable
-from vlcheck.render import default_questions
-from vlcheck.requests import example_prompt, media_data
-from vlcheck.results import CheckResult, Status, SuiteError, crashed, declared_deviation
-from vlcheck.spec import FamilySpec, Variant
-from vlcheck.synthetic import NotBuildable, checkpoint_dir
-from vlcheck.templates import TemplateUnavailable
+from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+from vlcheck.core.results import CheckResult, Status, SuiteError, crashed, declared_deviation
+from vlcheck.prompt.conformance import template_unavailable
+from vlcheck.prompt.render import default_questions
+from vlcheck.prompt.requests import example_prompt, media_data
+from vlcheck.prompt.templates import TemplateUnavailable
+from vlcheck.spec.schema import FamilySpec, Variant
 
 
 def explain(err: Exception, spec: FamilySpec, modality: str, count: int) -> str:
@@ -81,8 +81,8 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m vlcheck.processor_check FAMILY ...`: build and check, printing the outcome."""
-    from vlcheck.registry import get_family
+    """`python -m vlcheck.cpu.processor_check FAMILY ...`: build and check, printing the outcome."""
+    from vlcheck.spec.registry import get_family
 
     bad = 0
     for name in argv:

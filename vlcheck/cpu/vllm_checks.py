@@ -7,9 +7,9 @@ import typing
 from typing import Any
 
 from vlcheck import adapter
-from vlcheck.migrations import migration_hint
-from vlcheck.results import CheckResult, Status, declared_deviation
-from vlcheck.spec import FamilySpec, Variant
+from vlcheck.core.results import CheckResult, Status, declared_deviation
+from vlcheck.spec.migrations import migration_hint
+from vlcheck.spec.schema import FamilySpec, Variant
 
 
 def value_fits(value: Any, tp: Any) -> bool:

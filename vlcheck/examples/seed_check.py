@@ -1,6 +1,6 @@
-"""Compare a family spec with its example, executed from the seed (see `vlcheck.seeds`).
+"""Compare a family spec with its example, executed from the seed (see `vlcheck.examples.seeds`).
 
-`python -m vlcheck.seed_check [FAMILY ...]` prints every mismatch; the prompt-format tests run
+`python -m vlcheck.examples.seed_check [FAMILY ...]` prints every mismatch; the prompt-format tests run
 the same comparison for every family.
 """
 
@@ -10,10 +10,10 @@ import re
 import sys
 from typing import Any
 
-from vlcheck import seeds
-from vlcheck.registry import all_families
-from vlcheck.render import default_questions, fill, messages, render_prompt
-from vlcheck.spec import MODALITIES, Drift, FamilySpec, Variant, media_url
+from vlcheck.examples import seeds
+from vlcheck.prompt.render import default_questions, fill, messages, render_prompt
+from vlcheck.spec.registry import all_families
+from vlcheck.spec.schema import MODALITIES, Drift, FamilySpec, Variant, media_url
 
 
 def _plain(value: Any) -> Any:

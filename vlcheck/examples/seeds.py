@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 SEEDS_ENV = "VLCHECK_SEEDS_DIR"
-DEFAULT_SEEDS_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
+DEFAULT_SEEDS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "seeds"
 
 _STUBBED = ("vllm", "transformers", "huggingface_hub", "PIL")
 _MISSING = ("qwen_vl_utils",)  # optional helpers the examples fall back without

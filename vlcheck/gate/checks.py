@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from vlcheck.results import CheckResult, Status, combine, crashed, declared_deviation
-from vlcheck.spec import FamilySpec
+from vlcheck.core.results import CheckResult, Status, combine, crashed, declared_deviation
+from vlcheck.spec.schema import FamilySpec
 
 Check = Callable[[FamilySpec], CheckResult]
 
@@ -22,9 +22,9 @@ def per_variant(spec: FamilySpec, check: str, run: Callable) -> CheckResult:
 
 def check_spec(spec: FamilySpec) -> CheckResult:
     """The spec loaded (it did, to get here) and agrees with its example in the seed files."""
-    from vlcheck import seeds
-    from vlcheck.seed_check import compare
-    from vlcheck.snapshots import prompt_document
+    from vlcheck.examples import seeds
+    from vlcheck.examples.seed_check import compare
+    from vlcheck.prompt.snapshots import prompt_document
 
     facts = {"prompts": prompt_document(spec).splitlines()}
     problems, checked = [], 0
@@ -42,31 +42,31 @@ def check_spec(spec: FamilySpec) -> CheckResult:
 
 
 def check_template(spec: FamilySpec) -> CheckResult:
-    from vlcheck.conformance import template_conformance
+    from vlcheck.prompt.conformance import template_conformance
 
     return per_variant(spec, "template", template_conformance)
 
 
 def check_stops(spec: FamilySpec) -> CheckResult:
-    from vlcheck.conformance import stop_conformance
+    from vlcheck.prompt.conformance import stop_conformance
 
     return per_variant(spec, "stops", stop_conformance)
 
 
 def check_engine_args(spec: FamilySpec) -> CheckResult:
-    from vlcheck.vllm_checks import engine_args_check
+    from vlcheck.cpu.vllm_checks import engine_args_check
 
     return per_variant(spec, "engine_args", engine_args_check)
 
 
 def check_architecture(spec: FamilySpec) -> CheckResult:
-    from vlcheck.vllm_checks import architecture_check
+    from vlcheck.cpu.vllm_checks import architecture_check
 
     return per_variant(spec, "architecture", architecture_check)
 
 
 def check_processor(spec: FamilySpec) -> CheckResult:
-    from vlcheck.processor_check import processor_check
+    from vlcheck.cpu.processor_check import processor_check
 
     return per_variant(spec, "processor", processor_check)
 
@@ -106,9 +106,9 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check],
 def gpu_checks(weights: str) -> tuple[dict[str, Check], Callable[[], None]]:
     """The GPU tier as report checks (generation, cache), sharing one engine per family-config.
     Returns the checks and a function that frees the last engine."""
-    from vlcheck import gpu_checks as g
-    from vlcheck.engines import EngineCache, EngineUnavailable
-    from vlcheck.templates import TemplateUnavailable
+    from vlcheck.gpu import gpu_checks as g
+    from vlcheck.gpu.engines import EngineCache, EngineUnavailable
+    from vlcheck.prompt.templates import TemplateUnavailable
 
     engines = EngineCache()
 

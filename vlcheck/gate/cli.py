@@ -9,9 +9,9 @@ import os
 import sys
 from typing import Any, Sequence
 
-from vlcheck.registry import SpecError, UnknownFamily, all_families, get_family, spec_errors
-from vlcheck.render import NeedsChatTemplate, pick_variant, render_prompts
-from vlcheck.spec import FamilySpec
+from vlcheck.prompt.render import NeedsChatTemplate, pick_variant, render_prompts
+from vlcheck.spec.registry import SpecError, UnknownFamily, all_families, get_family, spec_errors
+from vlcheck.spec.schema import FamilySpec
 
 
 def family_summary(spec: FamilySpec) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def cmd_render(args) -> int:
     renderer = None
     variant = pick_variant(spec, args.modality, args.images)
     if variant.prompt.chat_template is not None:
-        from vlcheck.templates import chat_renderer_or_none  # imports transformers: only when needed
+        from vlcheck.prompt.templates import chat_renderer_or_none  # imports transformers: only when needed
 
         renderer = chat_renderer_or_none(variant)
     prompts = render_prompts(spec, args.modality, args.question, args.images, renderer)
@@ -83,7 +83,7 @@ def cmd_render(args) -> int:
 
 def write_report(rep: dict, json_path: str | None, html_path: str | None, markdown_path: str | None) -> None:
     """The report as JSON (the `vlcheck diff` input), HTML and Markdown, each where a path is given."""
-    from vlcheck import report
+    from vlcheck.gate import report
 
     for path, text in ((json_path, lambda: json.dumps(rep, indent=1, ensure_ascii=False)),
                        (html_path, lambda: report.to_html(rep)), (markdown_path, lambda: report.to_markdown(rep))):
@@ -93,14 +93,14 @@ def write_report(rep: dict, json_path: str | None, html_path: str | None, markdo
 
 
 def cmd_check(args) -> int:
-    from vlcheck import report
-    from vlcheck.checks import CPU_CHECKS, gpu_checks, run_checks, unloadable
-    from vlcheck.results import Status
+    from vlcheck.core.results import Status
+    from vlcheck.gate import report
+    from vlcheck.gate.checks import CPU_CHECKS, gpu_checks, run_checks, unloadable
 
     families = {n: get_family(n) for n in args.family} if args.family else all_families()
     broken = {} if args.family else spec_errors()
     if args.shard:  # a spec that does not load has no measured duration: it goes to shard 1
-        from vlcheck.shard import select
+        from vlcheck.gate.shard import select
 
         families = {s.name: s for s in select(families.values(), args.shard)}
         broken = broken if args.shard.index == 1 else {}
@@ -157,13 +157,13 @@ def cmd_check(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from vlcheck.run_example import main as run_main
+    from vlcheck.gpu.run_example import main as run_main
 
     return run_main(args)
 
 
 def cmd_merge(args) -> int:
-    from vlcheck.merge import merge
+    from vlcheck.gate.merge import merge
 
     reports = {}
     for path in args.reports:
@@ -177,7 +177,7 @@ def cmd_merge(args) -> int:
 
 
 def _shard(text: str):
-    from vlcheck.shard import Shard
+    from vlcheck.gate.shard import Shard
 
     try:
         return Shard.parse(text)
@@ -186,7 +186,7 @@ def _shard(text: str):
 
 
 def cmd_diff(args) -> int:
-    from vlcheck import diff
+    from vlcheck.gate import diff
 
     with open(args.old) as f:
         old = json.load(f)
@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("run", help="the example script's job for one family, on a GPU (cache checks done right)")
-    from vlcheck.run_example import add_arguments
+    from vlcheck.gpu.run_example import add_arguments
 
     add_arguments(p)
     p.set_defaults(func=cmd_run)

@@ -16,7 +16,7 @@ import difflib
 import json
 from dataclasses import dataclass, field
 
-from vlcheck.results import NOT_APPLIED
+from vlcheck.core.results import NOT_APPLIED
 
 OK = ("pass", "declared deviation")
 ERROR = "error"

@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from vlcheck.results import CheckResult, Status
+from vlcheck.core.results import CheckResult, Status
 
 SCHEMA = 2
 """2: the `error` status (vlcheck could not run the check), apart from `fail`."""

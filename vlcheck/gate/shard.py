@@ -8,7 +8,7 @@ The split is greedy, longest family first onto the least-loaded shard, with ties
 name and then by the lower shard, so every runner computes the same split from the same data.
 A family-config missing from the data weighs the median of those measured.
 
-`python -m vlcheck.shard N` prints the split into N shards; `python -m vlcheck.shard --update
+`python -m vlcheck.gate.shard N` prints the split into N shards; `python -m vlcheck.gate.shard --update
 gpu-out/summary.txt` refreshes the durations from a GPU tier run.
 """
 
@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from vlcheck.spec import FamilySpec
-from vlcheck.testing import config_id
+from vlcheck.spec.schema import FamilySpec, config_id
 
 DURATIONS_FILE = Path(__file__).with_name("gpu_durations.json")
 SUMMARY_LINE = re.compile(r"^(\S+) (\S+) rc=\d+ (\d+)s\b")
@@ -90,7 +89,7 @@ def durations_from_summary(text: str) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vlcheck.shard", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m vlcheck.gate.shard", description=__doc__.split("\n\n")[0])
     parser.add_argument("count", type=int, nargs="?", help="print the split of the GPU tier's families into COUNT shards")
     parser.add_argument("--update", metavar="SUMMARY", help="merge the wall times of a gpu-tier summary.txt into the data")
     args = parser.parse_args(argv)
@@ -101,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         DURATIONS_FILE.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"{len(measured)} family-configs updated in {DURATIONS_FILE}")
     if args.count:
-        from vlcheck.registry import all_families
+        from vlcheck.spec.registry import all_families
 
         specs = [s for s in all_families().values() if s.synthetic is not None and not s.synthetic.unsupported]
         weights = family_weights(specs, load_durations())

@@ -9,13 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from vlcheck.results import CheckResult, Status, SuiteError
-from vlcheck.spec import FamilySpec, Variant
-
-
-def config_id(family: FamilySpec, variant: Variant) -> str:
-    """A family-config's test id, which also names its snapshot and golden files."""
-    return f"{family.name}-{variant.kind}"
+from vlcheck.core.results import CheckResult, Status, SuiteError
+from vlcheck.spec.schema import FamilySpec, Variant
 
 
 def headline(result: CheckResult, variant: Variant) -> str:
@@ -65,7 +60,7 @@ def expect_deviation(request: pytest.FixtureRequest, variant: Variant, check: st
                                               strict=True))
 
 
-VLCHECK_DIR = __file__.rpartition("/")[0]
+VLCHECK_DIR = __file__.rpartition("/")[0].rpartition("/")[0]
 
 
 def is_suite_crash(excinfo: pytest.ExceptionInfo) -> bool:

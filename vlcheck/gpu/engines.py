@@ -1,7 +1,7 @@
 """vLLM engines for the GPU tier: one per family-config, shared by its tests, freed before the next.
 
 Weights are real when the model's checkpoint is available (HF cache or a reachable Hub); otherwise
-the synthetic checkpoint with seeded weights (`vlcheck.seeded`: outputs depend on the input), or,
+the synthetic checkpoint with seeded weights (`vlcheck.checkpoints.seeded`: outputs depend on the input), or,
 where none can be drawn (no transformers model class), vLLM's dummy loading, whose outputs cannot
 see the input and so cannot detect a numerical change (`--vlcheck-weights auto|real|seeded|synthetic`;
 `synthetic` forces dummy loading).
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vlcheck.spec import FamilySpec, Variant
-from vlcheck.synthetic import NotBuildable, checkpoint_dir
+from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+from vlcheck.spec.schema import FamilySpec, Variant
 
 # Engine args a synthetic checkpoint cannot honour, or that only waste time in a test. Its 2
 # attention heads cannot be split over the real model's tensor-parallel GPUs, and need not be.

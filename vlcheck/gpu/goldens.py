@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vlcheck.snapshots import SNAPSHOT_ROOT
+from vlcheck.prompt.snapshots import SNAPSHOT_ROOT
 
 GOLDEN_ROOT = SNAPSHOT_ROOT / "gpu_goldens"
 

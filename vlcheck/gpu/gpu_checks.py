@@ -12,11 +12,12 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from vlcheck import adapter, goldens
-from vlcheck.engines import EngineHandle, cache_counters
-from vlcheck.render import NUM_PROMPTS, request_prompts
-from vlcheck.requests import build, example_prompts, media_data
-from vlcheck.spec import FamilySpec, Variant
+from vlcheck import adapter
+from vlcheck.gpu import goldens
+from vlcheck.gpu.engines import EngineHandle, cache_counters
+from vlcheck.prompt.render import NUM_PROMPTS, request_prompts
+from vlcheck.prompt.requests import build, example_prompts, media_data
+from vlcheck.spec.schema import FamilySpec, Variant
 
 
 def greedy(**kwargs):

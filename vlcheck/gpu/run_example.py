@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from vlcheck import media
-from vlcheck.engines import EngineCache, EngineUnavailable, cache_counters
-from vlcheck.registry import get_family
-from vlcheck.render import pick_variant
-from vlcheck.requests import build, example_prompts
+from vlcheck.core import media
+from vlcheck.gpu.engines import EngineCache, EngineUnavailable, cache_counters
+from vlcheck.prompt.render import pick_variant
+from vlcheck.prompt.requests import build, example_prompts
+from vlcheck.spec.registry import get_family
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

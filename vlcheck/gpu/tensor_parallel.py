@@ -7,7 +7,7 @@ has 2 attention heads; `synthetic.checkpoint_dir(..., heads=TP_READY_HEADS)` bui
 `plan` reads its saved config and says, per TP size, which counts stand in the way, so that a
 family that cannot be split is known on CPU and skips on the GPU with that reason.
 
-`python -m vlcheck.tensor_parallel` prints the sizes for every family-config, and with
+`python -m vlcheck.gpu.tensor_parallel` prints the sizes for every family-config, and with
 `--results gpu-out/logs.tgz` the TP=N vs TP=1 table of a GPU tier run.
 """
 
@@ -17,9 +17,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from vlcheck.spec import FamilySpec, Variant
-from vlcheck.synthetic import TP_HEAD_KEYS, TP_INTERMEDIATE_KEYS, TP_KV_HEAD_KEYS, NotBuildable, checkpoint_dir
-from vlcheck.testing import config_id
+from vlcheck.checkpoints.synthetic import TP_HEAD_KEYS, TP_INTERMEDIATE_KEYS, TP_KV_HEAD_KEYS, NotBuildable, checkpoint_dir
+from vlcheck.spec.schema import FamilySpec, Variant, config_id
 
 TP_READY_HEADS = 8
 TP_SIZES = (2, 4, 8)
@@ -131,13 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     from pathlib import Path
 
-    parser = argparse.ArgumentParser(prog="python -m vlcheck.tensor_parallel", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m vlcheck.gpu.tensor_parallel", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", metavar="LOGS", help="print the TP table of a GPU tier run (logs.tgz or its folder)")
     args = parser.parse_args(argv)
     if args.results:
         print(results_table(Path(args.results)))
         return 0
-    from vlcheck.registry import all_families
+    from vlcheck.spec.registry import all_families
 
     for spec in all_families().values():
         if spec.synthetic is None:

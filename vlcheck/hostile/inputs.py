@@ -11,20 +11,19 @@ broken fails the test.
 
 from __future__ import annotations
 
-import io
 import re
 import signal
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any, Callable
 
-from vlcheck import media
-from vlcheck.guard import ChildError, Hang, OverMemory, guarded_calls, root_cause
-from vlcheck.spec import Variant
+from vlcheck.core import media
+from vlcheck.hostile.guard import ChildError, Hang, OverMemory, guarded_calls, root_cause
+from vlcheck.spec.hostile_cases import CASES, Case
+from vlcheck.spec.schema import Variant
 
 TIMEOUT_S = 60
-OTHER_PLACEHOLDERS = ("<image>", "<|image_pad|>", "<start_of_image>", "[IMG]", "<|image|>", "<video>")
 
 # Exceptions that state a problem with the input: a clear rejection. Anything else (AssertionError,
 # IndexError, KeyError, ZeroDivisionError, ...) escaping vLLM is an internal failure: broken.
@@ -33,98 +32,6 @@ CLEAR_ERRORS = ("ValueError", "TypeError", "VLLMValidationError", "UnidentifiedI
 # vLLM states some input problems as RuntimeError; these messages are clear about the cause.
 CLEAR_MESSAGES = re.compile(r"Expected there to be \d+ prompt placeholders|At most \d+ \w+\(s\) may be provided|"
                             r"Failed to apply prompt replacement")
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    question: Callable[[Variant, str], str] | None = None
-    """The question to ask instead of the example's (given the variant and its modality)."""
-
-    data: Callable[[Variant, str], tuple[str, Any, int]] | None = None
-    """The (modality, multi_modal_data value, number of items) to send instead of one test item."""
-
-
-def _placeholder(variant: Variant, modality: str) -> str:
-    return variant.modalities[modality].render(1) or "<image>"
-
-
-def _image(mode: str, size=(224, 224)):
-    return lambda v, m: ("image", _same_image(mode, size), 1)
-
-
-@lru_cache(maxsize=None)
-def _same_image(mode: str, size: tuple[int, int]):
-    """Made once per process and shared by every family (the 64-megapixel one takes 0.3 s); the
-    cases only read it."""
-    return media.image(3, size, mode)
-
-
-def _truncated_jpeg(v, m):
-    from PIL import Image
-
-    buf = io.BytesIO()
-    media.image(4).save(buf, "JPEG")
-    return "image", Image.open(io.BytesIO(buf.getvalue()[: len(buf.getvalue()) // 3])), 1
-
-
-def _sixteen_bit(v, m):
-    import numpy as np
-    from PIL import Image
-
-    return "image", Image.fromarray((np.arange(224 * 224, dtype=np.uint16).reshape(224, 224) * 3)), 1
-
-
-def _rgba(v, m):
-    img = media.image(5).convert("RGBA")
-    img.putalpha(80)
-    return "image", img, 1
-
-
-def _video(frames: int):
-    def data(v: Variant, m: str):
-        if "video" not in v.modalities:
-            return None
-        clip = media.video(7, frames=frames)
-        return "video", ((clip, media.video_metadata(frames)) if v.modalities["video"].video_metadata else clip), 1
-    return data
-
-
-def _over_limit(v: Variant, m: str):
-    limit = (v.limit_for(m, v.max_images or 1) or {}).get(m, 1)
-    return m, media.items(m, limit + 1), limit + 1
-
-
-def _unsupported_modality(v: Variant, m: str):
-    other = "video" if "video" not in v.modalities else "image"
-    if other in v.modalities:
-        return None
-    return other, media.items(other, 1)[0], 1
-
-
-CASES: tuple[Case, ...] = (
-    Case("own placeholder in question", question=lambda v, m: f"What is {_placeholder(v, m)} here?"),
-    Case("other families' placeholders in question", question=lambda v, m: "Compare " + " and ".join(
-        p for p in OTHER_PLACEHOLDERS if p != _placeholder(v, m)) + "."),
-    Case("empty question", question=lambda v, m: ""),
-    Case("100k-character question", question=lambda v, m: "why " * 25_000),
-    Case("unicode, right-to-left, NUL and control characters",
-         question=lambda v, m: "¿Qué? 你好 مرحبا بالعالم \u202eevil\u202c \x00\x01\x07\x1b[31m\t\r\n end"),
-    Case("1x1 image", data=_image("RGB", (1, 1))),
-    Case("1x8000 image", data=_image("RGB", (1, 8000))),
-    Case("8000x1 image", data=_image("RGB", (8000, 1))),
-    Case("64-megapixel image", data=_image("RGB", (8000, 8000))),
-    Case("grayscale (L) image", data=_image("L")),
-    Case("palette (P) image", data=_image("P")),
-    Case("RGBA image with transparency", data=_rgba),
-    Case("CMYK image", data=_image("CMYK")),
-    Case("16-bit image", data=_sixteen_bit),
-    Case("truncated JPEG", data=_truncated_jpeg),
-    Case("1-frame video", data=_video(1)),
-    Case("256-frame video", data=_video(256)),
-    Case("more items than limit_mm_per_prompt", data=_over_limit),
-    Case("modality the family does not take", data=_unsupported_modality),
-)
 
 
 @dataclass
@@ -190,8 +97,8 @@ def classify_error(err: BaseException) -> tuple[str, str]:
 
 def prompt_for(spec, variant: Variant, modality: str, question: str, count: int) -> str:
     """The family's prompt for any question and item count (also beyond the example's limit)."""
-    from vlcheck.render import render_prompt
-    from vlcheck.templates import chat_renderer
+    from vlcheck.prompt.render import render_prompt
+    from vlcheck.prompt.templates import chat_renderer
 
     return render_prompt(spec, variant, modality, question, count, chat_renderer(), within_limits=False)
 
@@ -200,7 +107,7 @@ def case_requests(spec, variant: Variant):
     """Each case as (case, request): the request is (prompt, modality, media, item count), or an
     Outcome when the case does not apply. Raises TemplateUnavailable before the first case when
     the family's prompt needs a chat template that is not available."""
-    from vlcheck.render import default_questions
+    from vlcheck.prompt.render import default_questions
 
     modality = variant.primary_modality
     default_question = default_questions(variant, modality)[0]
@@ -226,10 +133,10 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
     """Every case through vLLM's processor on the family's synthetic checkpoint, as a served
     request goes through it (processor cache on, the engine's default) and with the cache off
     (`mm_processor_cache_gb=0`); where the two differ, the outcome names both, and takes the
-    worse kind. The cases run in guarded children (`vlcheck.guard`), a batch per child."""
+    worse kind. The cases run in guarded children (`vlcheck.hostile.guard`), a batch per child."""
     from vlcheck import adapter
-    from vlcheck.render import default_questions
-    from vlcheck.synthetic import checkpoint_dir
+    from vlcheck.checkpoints.synthetic import checkpoint_dir
+    from vlcheck.prompt.render import default_questions
 
     local = checkpoint_dir(spec, variant)
     modality = variant.primary_modality
@@ -319,9 +226,9 @@ UUID_REUSE = "uuid reused for a different image"
 def run_gpu(spec, variant: Variant, handle) -> list[Outcome]:
     """Every case through a live engine; after each request that was not handled, the same
     engine must still answer a normal one. Plus the uuid-reuse case (cache keyed by uuid alone)."""
-    from vlcheck.engines import cache_counters
-    from vlcheck.gpu_checks import greedy, still_serves
-    from vlcheck.render import default_questions
+    from vlcheck.gpu.engines import cache_counters
+    from vlcheck.gpu.gpu_checks import greedy, still_serves
+    from vlcheck.prompt.render import default_questions
 
     llm = handle.llm
     default_question = default_questions(variant, variant.primary_modality)[0]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vlcheck.requests import example_prompt, media_data
-from vlcheck.spec import FamilySpec, Variant
+from vlcheck.prompt.requests import example_prompt, media_data
+from vlcheck.spec.schema import FamilySpec, Variant
 
 TEMPLATE = "template's"
 USERS = "user's"
@@ -70,7 +70,7 @@ def owner(offset: int, template_tokens: list[int], user_token: int | None) -> st
 
 def placement(spec: FamilySpec, variant: Variant, processor, path: str) -> Placement:
     from vlcheck.adapter import numerics
-    from vlcheck.hostile import classify_error
+    from vlcheck.hostile.inputs import classify_error
 
     modality = variant.primary_modality
     question = hostile_question(variant, modality)

@@ -7,9 +7,9 @@ tensor, where the token counts of the processor check stay the same.
 
 from __future__ import annotations
 
-from vlcheck.requests import example_prompt, media_data
-from vlcheck.render import default_questions
-from vlcheck.spec import FamilySpec, Variant
+from vlcheck.prompt.render import default_questions
+from vlcheck.prompt.requests import example_prompt, media_data
+from vlcheck.spec.schema import FamilySpec, Variant
 
 SIGNIFICANT = 5
 """Digits kept of each statistic: enough to show a changed normalisation or resize, few enough that

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from vlcheck import media
-from vlcheck.requests import example_prompt
-from vlcheck.render import default_questions
-from vlcheck.snapshots import SNAPSHOT_ROOT
-from vlcheck.spec import FamilySpec, Variant
+from vlcheck.core import media
+from vlcheck.prompt.render import default_questions
+from vlcheck.prompt.requests import example_prompt
+from vlcheck.prompt.snapshots import SNAPSHOT_ROOT
+from vlcheck.spec.schema import FamilySpec, Variant
 
 REFERENCE_ROOT = SNAPSHOT_ROOT / "test_reference"
 NEW_TOKENS = 4
@@ -210,8 +210,8 @@ other side's top-5), as in vLLM's model tests."""
 
 def vllm_first_step(llm, request: Request, items: list | None = None, new_tokens: int = NEW_TOKENS) -> dict:
     """One greedy vLLM request: `goldens.from_outputs`' form (prompt tokens, token ids, top-5)."""
-    from vlcheck import goldens
-    from vlcheck.gpu_checks import greedy
+    from vlcheck.gpu import goldens
+    from vlcheck.gpu.gpu_checks import greedy
 
     inputs = {"prompt": request.prompt, "multi_modal_data": request.mm_data(items)}
     return goldens.from_outputs(llm.generate([inputs], greedy(max_tokens=new_tokens, logprobs=TOP_K),

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import re
 
-from vlcheck.assets import ModelAssets, Status as AssetStatus
-from vlcheck.render import default_questions, messages, render_prompt
-from vlcheck.results import CheckResult, Status, declared_deviation
-from vlcheck.spec import FamilySpec, Variant
-from vlcheck.templates import TemplateUnavailable, chat_renderer, resolve
-from vlcheck.textdiff import describe_difference
+from vlcheck.core.results import CheckResult, Status, declared_deviation
+from vlcheck.core.textdiff import describe_difference
+from vlcheck.prompt.assets import ModelAssets, Status as AssetStatus
+from vlcheck.prompt.render import default_questions, messages, render_prompt
+from vlcheck.prompt.templates import TemplateUnavailable, chat_renderer, resolve
+from vlcheck.spec.schema import FamilySpec, Variant
 
 SPECIAL_TOKEN = re.compile(r"<\|[^<>|]+\|>|<[^<>\s]+>|\[[A-Z_]+\]")
 """What looks like a special token inside a placeholder: `<|image_pad|>`, `<image>`, `[IMG]`."""
@@ -128,7 +128,7 @@ def stop_conformance(spec: FamilySpec, variant: Variant) -> CheckResult:
 def hub_document(spec: FamilySpec, variant: Variant, template: CheckResult, stops: CheckResult) -> str:
     """The snapshot of one example against its model's files: which template won (and its
     sha256, so an upstream change shows), the prompts it renders, and the resolved stops."""
-    from vlcheck.snapshots import quote
+    from vlcheck.prompt.snapshots import quote
 
     kind = variant.kind
     lines = [f"# hub conformance: {spec.name} [{kind}] {variant.model}", ""]

@@ -2,14 +2,14 @@
 
 Hand-written prompts are rendered here byte for byte as the example's f-strings produce them.
 Prompts that the example builds with `apply_chat_template` need the model's template; for those
-this module builds the messages and hands them to a `ChatRenderer` (see `vlcheck.templates`).
+this module builds the messages and hands them to a `ChatRenderer` (see `vlcheck.prompt.templates`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from vlcheck.spec import PARTS, PARTS_TEXT_FIRST, FamilySpec, Variant
+from vlcheck.spec.schema import PARTS, PARTS_TEXT_FIRST, FamilySpec, Variant
 
 # The questions of the examples' `get_multi_modal_input` and multi-image `QUESTION`.
 IMAGE_QUESTIONS = (

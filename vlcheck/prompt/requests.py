@@ -12,15 +12,15 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from vlcheck import media
-from vlcheck.render import default_questions, render_prompt, request_prompts
-from vlcheck.spec import FamilySpec, Variant
+from vlcheck.core import media
+from vlcheck.prompt.render import default_questions, render_prompt, request_prompts
+from vlcheck.spec.schema import FamilySpec, Variant
 
 
 def example_prompt(spec: FamilySpec, variant: Variant, modality: str, question: str, count: int = 1) -> str:
     """One prompt as the example makes it: by hand, or through the model's chat template
     (raises TemplateUnavailable when that template cannot be had)."""
-    from vlcheck.templates import chat_renderer  # used only when the example has no hand template
+    from vlcheck.prompt.templates import chat_renderer  # used only when the example has no hand template
 
     return render_prompt(spec, variant, modality, question, count, chat_renderer())
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from vlcheck.render import NUM_PROMPTS, default_questions, messages, render_prompt, request_prompts
-from vlcheck.spec import FamilySpec, Variant
+from vlcheck.prompt.render import NUM_PROMPTS, default_questions, messages, render_prompt, request_prompts
+from vlcheck.spec.schema import FamilySpec, Variant
 
-SNAPSHOT_ROOT = Path(__file__).resolve().parent.parent / "snapshots"
+SNAPSHOT_ROOT = Path(__file__).resolve().parents[2] / "snapshots"
 
 
 class FamilySnapshot(SingleFileSnapshotExtension):

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from vlcheck.assets import Asset, ModelAssets, Status
-from vlcheck.render import ChatRenderer, Messages
-from vlcheck.spec import MediaPlaceholder, Variant
+from vlcheck.prompt.assets import Asset, ModelAssets, Status
+from vlcheck.prompt.render import ChatRenderer, Messages
+from vlcheck.spec.schema import MediaPlaceholder, Variant
 
 # Files a template can come from, in vLLM's order of preference (after an explicit one).
 TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")

@@ -17,7 +17,8 @@ from typing import Any, Iterable
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from vlcheck.spec import (
+from vlcheck.spec.hostile_cases import CASES
+from vlcheck.spec.schema import (
     CHECKS,
     Declaration,
     LIMIT_IMAGE_COUNT,
@@ -36,7 +37,7 @@ from vlcheck.spec import (
     Variant,
 )
 
-BUILTIN_SPEC_DIR = Path(__file__).parent / "specs"
+BUILTIN_SPEC_DIR = Path(__file__).parents[1] / "specs"
 SPEC_PATH_ENV = "VLCHECK_SPEC_PATH"
 """Extra spec folders, separated by os.pathsep; a file there overrides a built-in of that name."""
 
@@ -256,8 +257,6 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
         if check not in CHECKS:
             raise SpecError(r.path, dev_r.field(check), f"unknown check; checks are {', '.join(CHECKS)}")
         deviations[check] = _read_declaration(dev_r, check)
-
-    from vlcheck.hostile import CASES
 
     cases = [c.name for c in CASES]
     broken_r = r.sub("known_broken")

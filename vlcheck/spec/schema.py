@@ -4,7 +4,7 @@ A family is one key of vLLM's example `model_example_map` (e.g. `qwen2_5_vl`). I
 up to two *variants*: `single` (from `vision_language.py`: one image or one video per request)
 and `multi_image` (from `vision_language_multi_image.py`: N images in one prompt). Both variants
 share one schema, `Variant`, because the examples decide the same things for each: model, engine
-args, prompt, stops. Every field is documented once, here; the loader (`vlcheck.registry`) reads the
+args, prompt, stops. Every field is documented once, here; the loader (`vlcheck.spec.registry`) reads the
 TOML into these classes and names file and field on any error.
 """
 
@@ -194,7 +194,7 @@ class Declaration:
 
 
 def _applying(declaration: Declaration | None) -> Declaration | None:
-    from vlcheck.versions import installed
+    from vlcheck.core.versions import installed
 
     if declaration is None:
         return None
@@ -274,7 +274,7 @@ class Variant:
     plainly and says so."""
 
     known_broken: dict[str, Declaration] = field(default_factory=dict)
-    """Hostile-input cases (`vlcheck.hostile.CASES`, by name) where vLLM is known to break, each a
+    """Hostile-input cases (`vlcheck.spec.hostile_cases.CASES`, by name) where vLLM is known to break, each a
     `Declaration`. A listed case that applies to the installed versions may be broken without
     failing the test; on CPU the test fails once such a case no longer breaks (so the entry is
     removed or its range narrowed), and on both tiers the outcome stays in the family's snapshot."""
@@ -327,7 +327,7 @@ class Variant:
 
 @dataclass(frozen=True)
 class Recipe:
-    """How to build the family's tiny synthetic checkpoint (`vlcheck.synthetic`): the spec's
+    """How to build the family's tiny synthetic checkpoint (`vlcheck.checkpoints.synthetic`): the spec's
     `[synthetic]` table. Sizes are shrunk generically; this holds what cannot be guessed."""
 
     model_type: str | None = None
@@ -421,3 +421,8 @@ class FamilySpec:
     @property
     def gpus_needed(self) -> int:
         return max(v.gpus_needed for v in self.variants)
+
+
+def config_id(family: FamilySpec, variant: Variant) -> str:
+    """A family-config's test id, which also names its snapshot and golden files."""
+    return f"{family.name}-{variant.kind}"
