@@ -226,6 +226,17 @@ def top_change(a: dict[str, float], b: dict[str, float]) -> float:
     return max(abs(a[t] - b[t]) for t in a)
 
 
+REPEAT_RESOLUTION = 1e-4
+"""Nats: the same request twice on an engine may give first-step logprobs one unit of their
+4-decimal rounding (`goldens.from_outputs`) apart, as two values closer than that can round to
+neighbouring units (gemma3n, float32, H200: token 229 at -2.9768, then -2.9769); more is not rounding."""
+
+
+def repeat_moved(first: dict[str, float], again: dict[str, float]) -> bool:
+    """Whether the same request's second top-k logprobs differ from the first beyond rounding."""
+    return round(top_change(first, again), 6) > REPEAT_RESOLUTION
+
+
 def first_step_problems(stored: list[dict], actual: list[dict], tolerance: float) -> list[str]:
     """float32 only: first-step top-5 logprobs further than `tolerance` from transformers'."""
     problems = []

@@ -15,8 +15,9 @@ from typing import Any, Literal
 
 MODALITIES: tuple[str, ...] = ("image", "video")
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
-                           "reference", "placement")
-"""The per-family checks a spec may declare a deviation for."""
+                           "reference", "vllm_reference", "placement")
+"""The per-family checks a spec may declare a deviation for (`reference`: the transformers reference
+on CPU; `vllm_reference`: vLLM against it on the GPU tier)."""
 
 # Slots a prompt template or message content may use. `{placeholder}` is replaced by the
 # modality's placeholder text repeated for each item (see `MediaPlaceholder`).
