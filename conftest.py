@@ -9,9 +9,10 @@ import pytest
 
 from dataclasses import dataclass
 
-from vlcheck.registry import SpecError, all_families, spec_errors
-from vlcheck.snapshots import FamilySnapshot
-from vlcheck.testing import config_id, expect_deviation, is_suite_crash
+from vlcheck.gate.testing import expect_deviation, is_suite_crash
+from vlcheck.prompt.snapshots import FamilySnapshot
+from vlcheck.spec.registry import SpecError, all_families, spec_errors
+from vlcheck.spec.schema import config_id
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,7 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-cache-off", action="store_true",
                     help="GPU tier: also check each family with the processor cache disabled (a second engine each)")
     group.addoption("--vlcheck-shard", type=_shard, default=None, metavar="I/N",
-                    help="run shard I of N: whole families, balanced by measured durations (vlcheck/shard.py); "
+                    help="run shard I of N: whole families, balanced by measured durations (vlcheck/gate/shard.py); "
                          "tests that belong to no family run in shard 1")
     group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
                     help="GPU tier: compare each family-config served at tensor_parallel_size N with TP=1 "
@@ -46,7 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _shard(text: str):
-    from vlcheck.shard import Shard
+    from vlcheck.gate.shard import Shard
 
     try:
         return Shard.parse(text)
@@ -65,7 +66,7 @@ def selected_families(config: pytest.Config) -> list[str]:
         names = [n for n in names if n in wanted]
     shard = config.getoption("--vlcheck-shard")
     if shard is not None:
-        from vlcheck.shard import select
+        from vlcheck.gate.shard import select
 
         loaded = all_families()
         mine = {s.name for s in select([loaded[n] for n in names if n in loaded], shard)}
@@ -167,7 +168,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def engines():
     """The GPU tier's engine cache: one live vLLM engine at a time."""
-    from vlcheck.engines import EngineCache
+    from vlcheck.gpu.engines import EngineCache
 
     cache = EngineCache()
     yield cache
@@ -183,9 +184,9 @@ def start_engine(family, variant, engines, weights_mode, request, **overrides):
     """The family-config's engine: skipped when the runner cannot host it (GPUs, weights),
     failed when it does not start (that family's tests only). A declared `generation`
     deviation (an engine known not to start or serve) turns the failure into a strict xfail."""
-    from vlcheck.engines import EngineUnavailable
-    from vlcheck.requests import example_prompts
-    from vlcheck.templates import TemplateUnavailable
+    from vlcheck.gpu.engines import EngineUnavailable
+    from vlcheck.prompt.requests import example_prompts
+    from vlcheck.prompt.templates import TemplateUnavailable
 
     try:  # before starting an engine: can the example's prompts be made at all?
         for modality in variant.modalities:
@@ -211,8 +212,8 @@ def engine(family, variant, engines, weights_mode, request):
 @pytest.fixture
 def tp_ready_engine(family, variant, engines, request):
     """`tp_ready_engine(size)`: the family-config's tensor-parallel-ready synthetic checkpoint with
-    seeded weights, served at tensor_parallel_size `size` (vlcheck/tensor_parallel.py)."""
-    from vlcheck.tensor_parallel import TP_READY_HEADS
+    seeded weights, served at tensor_parallel_size `size` (vlcheck/gpu/tensor_parallel.py)."""
+    from vlcheck.gpu.tensor_parallel import TP_READY_HEADS
 
     def at(size: int):
         return start_engine(family, variant, engines, "seeded", request, heads=TP_READY_HEADS, tensor_parallel_size=size)

@@ -15,7 +15,7 @@ def pytest_configure(config) -> None:
     out = os.environ.get("VLCHECK_BENCH_DIR")
     if not out:
         return
-    from vlcheck import synthetic
+    from vlcheck.checkpoints import synthetic
 
     build = synthetic._build  # the one place a checkpoint is built (checkpoint_dir calls it on a cache miss)
     log = Path(out) / f"builds-{os.getpid()}.txt"

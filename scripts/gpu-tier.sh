@@ -4,15 +4,15 @@
 # family-config, a summary with wall times and GPUs, and the goldens and GPU snapshots recorded.
 # One process each, so that one family's crash, or an engine that dies and leaves vLLM's client
 # waiting, costs that family only (killed after CONFIG_TIMEOUT). Side by side works for synthetic
-# checkpoints: each engine takes a fixed 1 GiB KV cache (vlcheck/engines.py SYNTHETIC_ENGINE_ARGS);
+# checkpoints: each engine takes a fixed 1 GiB KV cache (vlcheck/gpu/engines.py SYNTHETIC_ENGINE_ARGS);
 # keep JOBS=1 with --vlcheck-weights real.
 # A family-config that needs k GPUs (--vlcheck-tp k; or the real model's tensor_parallel_size
 # with real weights) gets k of them, each with a free slot (CUDA_VISIBLE_DEVICES per process).
-# The longest family-configs start first (vlcheck/gpu_durations.json), so the tail is short.
+# The longest family-configs start first (vlcheck/gate/gpu_durations.json), so the tail is short.
 #   FAMILIES        space-separated families (default: every family with a synthetic recipe)
 #   GPUS            space-separated device ids to use (default: every visible GPU)
 #   JOBS            family-configs at a time on each GPU (default 1)
-#   SHARD=i/n       only this runner's share of the families (vlcheck/shard.py), for a CI job matrix
+#   SHARD=i/n       only this runner's share of the families (vlcheck/gate/shard.py), for a CI job matrix
 #   RECORD=1        record goldens and GPU snapshots (--vlcheck-update-goldens --snapshot-update)
 #   CONFIG_TIMEOUT  seconds one family-config may take (default 300)
 #   DEADLINE        seconds after which no further family-config is started (default: none);
@@ -39,11 +39,11 @@ read -ra gpus <<< "${GPUS:-$(visible_gpus)}"
 # their checkpoints are built here, once, before the jobs start.
 configs=$(python3 - "${FAMILIES:-}" "${SHARD:-}" "$@" 2> "$out/logs/build.log" <<'PY'
 import argparse, statistics, sys, time
-from vlcheck.engines import real_weights_available
-from vlcheck.registry import all_families
-from vlcheck.shard import Shard, load_durations, select
-from vlcheck.synthetic import checkpoint_dir
-from vlcheck.testing import config_id
+from vlcheck.checkpoints.synthetic import checkpoint_dir
+from vlcheck.gate.shard import Shard, load_durations, select
+from vlcheck.gpu.engines import real_weights_available
+from vlcheck.spec.registry import all_families
+from vlcheck.spec.schema import config_id
 
 wanted, shard = sys.argv[1].split(), sys.argv[2]
 options = argparse.ArgumentParser(add_help=False)

@@ -3,10 +3,11 @@ says which, and the processor's cache-on and cache-off paths mean what its docst
 
 import pytest
 
-from vlcheck import adapter, media
+from vlcheck import adapter
 from vlcheck.adapter import hf_classes
 from vlcheck.adapter.processor import CACHE_AT_CREATION, CACHE_PER_CALL, generation_of, hf_processor_sees_text_when_uncached
-from vlcheck.results import SuiteError
+from vlcheck.core import media
+from vlcheck.core.results import SuiteError
 
 
 def test_every_api_has_a_known_generation_on_this_install():
@@ -48,9 +49,9 @@ def test_processor_cache_paths_differ_only_where_the_hf_processor_sees_the_text(
     """A placeholder typed into LLaVA's question: with the cache, vLLM tokenizes the prompt and
     places the image itself on both generations; without it, vllm 0.24's HF processor sees the
     text and fails on the extra placeholder, while vllm 0.32 takes the cache-on path minus the cache."""
-    from vlcheck.hostile import prompt_for
-    from vlcheck.registry import get_family
-    from vlcheck.synthetic import checkpoint_dir
+    from vlcheck.checkpoints.synthetic import checkpoint_dir
+    from vlcheck.hostile.inputs import prompt_for
+    from vlcheck.spec.registry import get_family
 
     spec = get_family("llava")
     variant = spec.single

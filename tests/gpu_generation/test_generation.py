@@ -3,9 +3,10 @@ equal the CPU processor's, stop tokens end generation, greedy outputs match the 
 
 import pytest
 
-from vlcheck import goldens
-from vlcheck.gpu_checks import generation_runs, stop_run
-from vlcheck.testing import config_id, expect_deviation
+from vlcheck.gate.testing import expect_deviation
+from vlcheck.gpu import goldens
+from vlcheck.gpu.gpu_checks import generation_runs, stop_run
+from vlcheck.spec.schema import config_id
 
 pytestmark = pytest.mark.gpu
 

@@ -6,9 +6,9 @@ language model, the code that breaks after upgrades and that one GPU never runs.
 
 import pytest
 
-from vlcheck import goldens
-from vlcheck.gpu_checks import generation_runs
-from vlcheck.tensor_parallel import plan
+from vlcheck.gpu import goldens
+from vlcheck.gpu.gpu_checks import generation_runs
+from vlcheck.gpu.tensor_parallel import plan
 
 pytestmark = pytest.mark.gpu
 

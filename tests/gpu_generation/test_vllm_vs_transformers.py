@@ -1,18 +1,20 @@
 """vLLM against the transformers reference, on the seeded synthetic checkpoint: the same requests
-(`vlcheck.reference.requests`), greedy, compared by vLLM's own rule (`check_logprobs_close`, here
+(`vlcheck.numerics.reference.requests`), greedy, compared by vLLM's own rule (`check_logprobs_close`, here
 `goldens.compare`) with the CPU reference in `snapshots/test_reference/`; float32 on both sides, or
 bfloat16 where vLLM refuses float32. And the engine's output must see the media."""
 
 import pytest
 
-from vlcheck import goldens, reference
-from vlcheck.testing import config_id, expect_deviation
+from vlcheck.gate.testing import expect_deviation
+from vlcheck.gpu import goldens
+from vlcheck.numerics import reference
+from vlcheck.spec.schema import config_id
 
 pytestmark = pytest.mark.gpu
 
 
 def _requests_or_skip(family, variant):
-    from vlcheck.templates import TemplateUnavailable
+    from vlcheck.prompt.templates import TemplateUnavailable
 
     try:
         return reference.requests(family, variant)
@@ -26,7 +28,7 @@ def seeded_engine(family, variant, engines, request):
     one runs the default dtype), falling back to bfloat16 where vLLM refuses float32. Skipped
     before any engine starts when the example's prompts cannot be made; a declared `generation`
     deviation (an engine known not to start) turns a failed start into a strict xfail."""
-    from vlcheck.engines import EngineUnavailable
+    from vlcheck.gpu.engines import EngineUnavailable
 
     _requests_or_skip(family, variant)
     expect_deviation(request, variant, "generation")

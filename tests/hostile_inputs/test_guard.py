@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from vlcheck.guard import ChildError, Hang, OverMemory, guarded, guarded_calls
+from vlcheck.hostile.guard import ChildError, Hang, OverMemory, guarded, guarded_calls
 
 
 def _fail():

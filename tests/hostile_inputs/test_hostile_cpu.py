@@ -9,9 +9,9 @@ that no longer breaks fails too, so the entry is removed the day vLLM fixes it.
 
 import pytest
 
-from vlcheck.hostile import document, run_cpu
-from vlcheck.synthetic import NotBuildable
-from vlcheck.templates import TemplateUnavailable
+from vlcheck.checkpoints.synthetic import NotBuildable
+from vlcheck.hostile.inputs import document, run_cpu
+from vlcheck.prompt.templates import TemplateUnavailable
 
 
 def test_hostile_inputs_on_cpu(family, variant, family_snapshot):

@@ -4,7 +4,7 @@ image shows what vLLM's uuid-keyed cache does (it serves the first image's featu
 
 import pytest
 
-from vlcheck.hostile import UUID_REUSE, document, run_gpu
+from vlcheck.hostile.inputs import UUID_REUSE, document, run_gpu
 
 pytestmark = pytest.mark.gpu
 

@@ -1,6 +1,6 @@
 """How a case's two CPU outcomes (processor cache on and off) become one."""
 
-from vlcheck.hostile import Outcome, both_paths
+from vlcheck.hostile.inputs import Outcome, both_paths
 
 
 def test_the_same_outcome_on_both_paths_is_reported_once():

@@ -8,7 +8,7 @@ def seeded_dir(family, variant):
     """The seeded checkpoint folder; skips where none can be built (no transformers model class to
     draw the weights from, or a package its model needs is not installed)."""
     from vlcheck.adapter.numerics import NoTransformersModel, require_transformers_model
-    from vlcheck.synthetic import NotBuildable, checkpoint_dir
+    from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
 
     try:  # asked of the weightless checkpoint (built once) before drawing any weights
         require_transformers_model(checkpoint_dir(family, variant), variant.architecture)

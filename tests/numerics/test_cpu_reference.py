@@ -4,14 +4,15 @@ greedy), recomputed and compared with `snapshots/test_reference/<config>.json` w
 
 import pytest
 
-from vlcheck import reference
-from vlcheck.testing import config_id, expect_deviation
+from vlcheck.gate.testing import expect_deviation
+from vlcheck.numerics import reference
+from vlcheck.spec.schema import config_id
 
 
 def test_transformers_reference(family, variant, seeded_dir, request):
     import transformers
 
-    from vlcheck.templates import TemplateUnavailable
+    from vlcheck.prompt.templates import TemplateUnavailable
 
     expect_deviation(request, variant, "reference")
 

@@ -4,14 +4,14 @@ per tensor (`snapshots/test_fingerprints/<config>.txt`): a preprocessing change 
 import pytest
 
 from vlcheck import adapter
-from vlcheck.engines import variant_engine_args
-from vlcheck.fingerprint import fingerprint_lines
-from vlcheck.synthetic import NotBuildable, checkpoint_dir
-from vlcheck.testing import expect_deviation
+from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+from vlcheck.gate.testing import expect_deviation
+from vlcheck.gpu.engines import variant_engine_args
+from vlcheck.numerics.fingerprint import fingerprint_lines
 
 
 def test_processor_fingerprints(family, variant, family_snapshot, request):
-    from vlcheck.templates import TemplateUnavailable
+    from vlcheck.prompt.templates import TemplateUnavailable
 
     try:
         local = checkpoint_dir(family, variant)

@@ -4,16 +4,16 @@ expanded, never the user's."""
 
 import pytest
 
-from vlcheck.engines import variant_engine_args
-from vlcheck.placement import USERS, placements
-from vlcheck.synthetic import NotBuildable, checkpoint_dir
-from vlcheck.testing import expect_deviation
+from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+from vlcheck.gate.testing import expect_deviation
+from vlcheck.gpu.engines import variant_engine_args
+from vlcheck.hostile.placement import USERS, placements
 
 
 def test_features_land_where_the_template_put_them(family, variant, family_snapshot, request):
     """A declared `placement` deviation (a family whose served prompt expands the user's typed
     placeholder) makes the last assertion a strict expected failure; the snapshot still holds."""
-    from vlcheck.templates import TemplateUnavailable
+    from vlcheck.prompt.templates import TemplateUnavailable
 
     try:
         local = checkpoint_dir(family, variant)

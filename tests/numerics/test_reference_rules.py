@@ -1,6 +1,6 @@
-"""The GPU tier's comparison rules of `vlcheck.reference`, on numbers measured on an H200."""
+"""The GPU tier's comparison rules of `vlcheck.numerics.reference`, on numbers measured on an H200."""
 
-from vlcheck import reference
+from vlcheck.numerics import reference
 
 
 def test_a_repeat_one_rounding_unit_apart_has_not_moved():

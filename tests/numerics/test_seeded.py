@@ -5,8 +5,8 @@ import torch
 from safetensors.torch import load_file
 
 from vlcheck.adapter import numerics
-from vlcheck.engines import variant_engine_args
-from vlcheck.seeded import WEIGHTS_FILE
+from vlcheck.checkpoints.seeded import WEIGHTS_FILE
+from vlcheck.gpu.engines import variant_engine_args
 
 
 def test_transformers_loads_every_tensor(family, variant, seeded_dir):

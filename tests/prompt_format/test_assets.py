@@ -2,8 +2,8 @@
 
 import pytest
 
-from vlcheck import assets
-from vlcheck.assets import Status, fetch
+from vlcheck.prompt import assets
+from vlcheck.prompt.assets import Status, fetch
 
 
 @pytest.fixture(autouse=True)

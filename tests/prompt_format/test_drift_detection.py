@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from vlcheck.registry import SpecError, get_family, load_spec
-from vlcheck.render import fill, render_prompt
-from vlcheck.textdiff import describe_difference, first_difference
+from vlcheck.core.textdiff import describe_difference, first_difference
+from vlcheck.prompt.render import fill, render_prompt
+from vlcheck.spec.registry import SpecError, get_family, load_spec
 
 
 def test_line_continuation_whitespace_is_caught():

@@ -5,9 +5,9 @@ Skips name the missing file; nothing goes online when HF_HUB_OFFLINE=1 (CI).
 
 import pytest
 
-from vlcheck.conformance import hub_document, stop_conformance, template_conformance
-from vlcheck.results import Status
-from vlcheck.testing import require_ok
+from vlcheck.core.results import Status
+from vlcheck.gate.testing import require_ok
+from vlcheck.prompt.conformance import hub_document, stop_conformance, template_conformance
 
 
 def test_hand_prompt_matches_chat_template(family, variant):

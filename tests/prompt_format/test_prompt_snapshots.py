@@ -1,6 +1,6 @@
 """Every family's prompts, locked down in `snapshots/test_prompt_snapshots/<family>.txt`."""
 
-from vlcheck.snapshots import prompt_document
+from vlcheck.prompt.snapshots import prompt_document
 
 
 def test_prompts_match_snapshot(family, family_snapshot):

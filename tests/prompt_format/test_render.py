@@ -2,9 +2,9 @@
 
 import pytest
 
-from vlcheck.registry import get_family
-from vlcheck.render import (IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, NeedsChatTemplate, messages, render_prompts,
+from vlcheck.prompt.render import (IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, NeedsChatTemplate, messages, render_prompts,
                             request_prompts)
+from vlcheck.spec.registry import get_family
 
 
 def test_hand_template_byte_exact():

@@ -2,9 +2,9 @@
 never deletes snapshot files here (see FamilySnapshot.delete_snapshots), so this is where a file
 left behind by a removed or renamed family shows up."""
 
-from vlcheck.registry import all_families, spec_errors
-from vlcheck.snapshots import SNAPSHOT_ROOT
-from vlcheck.testing import config_id
+from vlcheck.prompt.snapshots import SNAPSHOT_ROOT
+from vlcheck.spec.registry import all_families, spec_errors
+from vlcheck.spec.schema import config_id
 
 PER_FAMILY = {"test_prompt_snapshots"}
 """Folders with one file per family; every other folder has one per family-config."""

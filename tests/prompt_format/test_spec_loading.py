@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from vlcheck.registry import SpecError, UnknownFamily, get_family, load_spec
+from vlcheck.spec.registry import SpecError, UnknownFamily, get_family, load_spec
 
 GOOD = """
 name = "{name}"

@@ -1,14 +1,14 @@
 """The specs against a second, independent reading of vLLM's examples: the seed files' own code,
-executed with vLLM and transformers stubbed out (`vlcheck.seeds`)."""
+executed with vLLM and transformers stubbed out (`vlcheck.examples.seeds`)."""
 
 import re
 
 import pytest
 
-from vlcheck import seeds
-from vlcheck.registry import all_families
-from vlcheck.render import IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, VIDEO_QUESTIONS
-from vlcheck.seed_check import compare, compare_drift, string_literals
+from vlcheck.examples import seeds
+from vlcheck.examples.seed_check import compare, compare_drift, string_literals
+from vlcheck.prompt.render import IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, VIDEO_QUESTIONS
+from vlcheck.spec.registry import all_families
 
 # The issue's coverage: every family of the newest intact example, plus these from other seeds.
 EXTRA_SINGLE = {"hunyuan_vl": "001", "florence2": "002", "mllama": "002"}

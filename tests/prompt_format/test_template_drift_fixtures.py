@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from vlcheck.assets import fetch
-from vlcheck.conformance import template_conformance
-from vlcheck.registry import load_spec
-from vlcheck.results import Status
+from vlcheck.core.results import Status
+from vlcheck.prompt.assets import fetch
+from vlcheck.prompt.conformance import template_conformance
+from vlcheck.spec.registry import load_spec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 

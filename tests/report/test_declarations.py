@@ -5,10 +5,10 @@ import dataclasses
 
 import pytest
 
-from vlcheck.registry import get_family
-from vlcheck.results import CheckResult, Status, declared_deviation
-from vlcheck.spec import Declaration
-from vlcheck.versions import installed
+from vlcheck.core.results import CheckResult, Status, declared_deviation
+from vlcheck.core.versions import installed
+from vlcheck.spec.registry import get_family
+from vlcheck.spec.schema import Declaration
 
 HERE = Declaration(reason="measured here", vllm=f"=={installed()['vllm']}",
                    transformers=f"=={installed()['transformers']}")

@@ -1,6 +1,6 @@
 """The greedy-golden rule (vLLM's check_logprobs_close): numeric noise passes, a real change fails."""
 
-from vlcheck.goldens import compare, unusable
+from vlcheck.gpu.goldens import compare, unusable
 
 
 def output(tokens, tops, prompt_tokens=10):

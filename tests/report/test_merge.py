@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from vlcheck import cli, diff, report
-from vlcheck.checks import check_spec, run_checks
-from vlcheck.merge import MergeError, merge
-from vlcheck.registry import all_families
-from vlcheck.results import CheckResult, Status
-from vlcheck.shard import Shard, select
+from vlcheck.core.results import CheckResult, Status
+from vlcheck.gate import cli, diff, report
+from vlcheck.gate.checks import check_spec, run_checks
+from vlcheck.gate.merge import MergeError, merge
+from vlcheck.gate.shard import Shard, select
+from vlcheck.spec.registry import all_families
 
 
 def check_gpus(spec):

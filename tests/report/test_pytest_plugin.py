@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "specs"
 
 PROBE = '''
-from vlcheck.results import SuiteError
+from vlcheck.core.results import SuiteError
 
 
 def test_family_runs(family):
@@ -24,7 +24,7 @@ def test_suite_error():
 
 
 def test_crash_inside_vlcheck():
-    from vlcheck.testing import headline
+    from vlcheck.gate.testing import headline
 
     headline(None, None)
 

@@ -7,9 +7,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from vlcheck import cli, diff, report
-from vlcheck.checks import check_spec, check_template, run_checks
-from vlcheck.registry import all_families
+from vlcheck.gate import cli, diff, report
+from vlcheck.gate.checks import check_spec, check_template, run_checks
+from vlcheck.spec.registry import all_families
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from vlcheck.registry import all_families
-from vlcheck.shard import Shard, durations_from_summary, family_weights, load_durations, partition, select
+from vlcheck.gate.shard import Shard, durations_from_summary, family_weights, load_durations, partition, select
+from vlcheck.spec.registry import all_families
 
 
 @pytest.mark.parametrize("text", ["0/2", "3/2", "1", "1/0", "a/b", "-1/2"])

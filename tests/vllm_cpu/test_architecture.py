@@ -5,10 +5,10 @@ shows up (vLLM 0.24.0 with transformers 5.17.0: llava, pixtral, mistral3)."""
 import dataclasses
 
 from vlcheck import adapter
-from vlcheck.registry import get_family
-from vlcheck.results import Status
-from vlcheck.testing import assert_as_declared
-from vlcheck.vllm_checks import architecture_check
+from vlcheck.core.results import Status
+from vlcheck.cpu.vllm_checks import architecture_check
+from vlcheck.gate.testing import assert_as_declared
+from vlcheck.spec.registry import get_family
 
 
 def test_architecture_is_served(family, variant):

@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 
 from vlcheck import adapter
-from vlcheck.migrations import ENGINE_ARG_MIGRATIONS
-from vlcheck.registry import load_spec
-from vlcheck.results import Status
-from vlcheck.testing import assert_as_declared
-from vlcheck.vllm_checks import engine_args_check, value_fits
+from vlcheck.core.results import Status
+from vlcheck.cpu.vllm_checks import engine_args_check, value_fits
+from vlcheck.gate.testing import assert_as_declared
+from vlcheck.spec.migrations import ENGINE_ARG_MIGRATIONS
+from vlcheck.spec.registry import load_spec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 

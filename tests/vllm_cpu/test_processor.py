@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from vlcheck.processor_check import processor_check
-from vlcheck.registry import load_spec
-from vlcheck.results import Status
-from vlcheck.testing import require_ok
+from vlcheck.core.results import Status
+from vlcheck.cpu.processor_check import processor_check
+from vlcheck.gate.testing import require_ok
+from vlcheck.spec.registry import load_spec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 

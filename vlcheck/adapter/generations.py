@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from vlcheck.results import SuiteError
+from vlcheck.core.results import SuiteError
 
 _picked: dict[str, str] = {}
 

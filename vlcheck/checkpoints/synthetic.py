@@ -1,0 +1,336 @@
+"""Tiny synthetic checkpoints that vLLM can load, built from a family's spec.
+
+No weights or Hub access exist in CI or on the GPU runner, yet vLLM's real code paths must run.
+A synthetic checkpoint has the family's real architecture and model_type, a config from
+transformers' config class shrunk to 1-2 layers of width 64 with consistent head sizes, every
+multimodal token id the family uses, the family's processor / image / video processor configs,
+a small byte-level BPE tokenizer the suite trains itself (holding every special token the
+family's prompts, placeholders and stops use), and optionally weights drawn from a fixed seed.
+
+Checkpoints are built once per content hash into a cache folder (`VLCHECK_CACHE`), atomically,
+so concurrent pytest-xdist workers share them. A real checkpoint is used instead whenever its
+files are in the HF cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from vlcheck.prompt.render import IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, VIDEO_QUESTIONS
+from vlcheck.spec.schema import FamilySpec, Recipe, Variant
+
+CACHE_ENV = "VLCHECK_CACHE"
+# The builder's own source is part of every checkpoint's content hash: editing it rebuilds.
+BUILDER_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+SPECIAL_TOKEN = re.compile(r"<\|[^<>]+?\|>|<[^<>\s]+?>|\[[A-Z_]+\]|<｜[^<>]+?｜>")
+
+# Generic shrinking: every (sub-)config gets these where it has the key.
+SHRINK = {
+    "num_hidden_layers": 2, "num_layers": 2, "depth": 1, "vision_layers": 1,
+    "hidden_size": 64, "embed_dim": 64, "d_model": 64, "intermediate_size": 128, "mlp_dim": 128,
+    "num_attention_heads": 2, "num_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+    "moe_intermediate_size": 64, "shared_expert_intermediate_size": 64, "num_experts": 4,
+    "n_routed_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
+}
+SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "qformer_config", "thinker_config")
+
+# A tensor-parallel-ready checkpoint (`checkpoint_dir(..., heads=N)`): N attention and N key-value
+# heads of head_dim 32, widths scaled to match, so that TP sizes dividing N can split it. A
+# recipe value that restates the default shrink's size (a width of 64, 2 heads, ...) follows.
+TP_WIDTH_KEYS = {"hidden_size", "embed_dim", "d_model", "width", "n_embed", "out_hidden_size", "output_hidden_size",
+                 "projection_dim", "text_hidden_size", "encoder_hidden_size", "word_embed_proj_dim", "share_q_dim",
+                 "vision_output_dim", "projector_input_dim", "projector_output_dim"}
+TP_INTERMEDIATE_KEYS = {"intermediate_size", "mlp_dim", "ffn_dim", "ffn_hidden_size", "alignment_intermediate_size",
+                        "share_expert_dim", "intermediate_size_mlp", "moe_intermediate_size",
+                        "shared_expert_intermediate_size"}
+TP_HEAD_KEYS = {"num_attention_heads", "num_heads", "heads", "encoder_attention_heads"}
+TP_KV_HEAD_KEYS = {"num_key_value_heads", "multi_query_group_num"}
+
+
+class NotBuildable(RuntimeError):
+    """The family's checkpoint cannot be synthesized (e.g. its config needs the model's remote code)."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "vlcheck" / "checkpoints"))
+
+
+def special_tokens_of(spec: FamilySpec, variant: Variant, recipe: Recipe) -> list[str]:
+    """Every special-token-looking piece of the family's prompts, placeholders and stops."""
+    texts = [variant.prompt.template or "", variant.prompt.content, variant.prompt.system or ""]
+    texts += [m.render(2) for m in variant.modalities.values()]
+    texts += list(variant.stop_tokens or ())
+    found: list[str] = []
+    for text in texts:
+        found += SPECIAL_TOKEN.findall(text.replace("{placeholder}", "").replace("{question}", ""))
+    found += list(recipe.tokens) + list(recipe.token_ids.values()) + list(recipe.tokenizer.values())
+    return list(dict.fromkeys(found))
+
+
+def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool, heads: int | None = None) -> str:
+    import transformers
+
+    content = {"builder": BUILDER_HASH, "transformers": transformers.__version__,
+               "architecture": variant.architecture, "recipe": recipe.__dict__,
+               "tokens": special_tokens_of(spec, variant, recipe), "weights": weights}
+    if heads is not None:
+        content["heads"] = heads
+    blob = json.dumps(content, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, heads: int | None = None) -> Path:
+    """The synthetic checkpoint folder for a variant, built on first use (raises NotBuildable).
+    `heads`: the tensor-parallel-ready build (see TP_WIDTH_KEYS), instead of the default 2 heads."""
+    recipe = spec.synthetic
+    if recipe is None:
+        raise NotBuildable(f"{spec.name}: no [synthetic] recipe in {spec.path}")
+    if recipe.unsupported:
+        raise NotBuildable(f"{spec.name}: {recipe.unsupported}")
+    # Named by content only: a family's single and multi-image examples often need the same
+    # checkpoint (same architecture and tokens), which is then built once.
+    from vlcheck.checkpoints.seeded import INIT_HASH
+
+    seeding = INIT_HASH if weights else False  # a new initialisation rebuilds the seeded checkpoints
+    target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, seeding, heads)}"
+    if (target / "config.json").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        _build(spec, variant, recipe, staging, weights, heads)
+        try:
+            staging.rename(target)  # atomic: another worker may have won the race, which is fine
+        except OSError:
+            if not (target / "config.json").exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+# --- building --------------------------------------------------------------------------------
+
+
+def _corpus() -> list[str]:
+    words = " ".join(IMAGE_QUESTIONS + VIDEO_QUESTIONS + (MULTI_IMAGE_QUESTION,))
+    extra = ("the a an of in on at to is are was were this that these those what where why how who "
+             "image video picture frame content detail describe funny taken each cat dog tree sky "
+             "red green blue one two three four five six seven eight nine ten yes no user assistant "
+             "system helpful you I it and or but not with for from by as be have has do does")
+    lines = [words, extra]
+    for i in range(200):  # deterministic filler so byte-level merges cover digits and punctuation
+        lines.append(f"{i} {i * 7 % 101} item-{i}: ({i}/{i + 1}) [{i}] <{i}> \"{i}\" {i}.{i}!? #{i} ${i}")
+    return lines
+
+
+def make_tokenizer(special: list[str], named: dict[str, str], vocab_size: int = 1024,
+                   pinned: dict[str, int] | None = None):
+    """A byte-level BPE trained on a generated corpus, plus every special token of the family."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from vlcheck.adapter.hf_classes import name_special_tokens
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(_corpus(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                                   pad_token="<pad>")
+    pinned = pinned or {}
+    for token, index in sorted(pinned.items(), key=lambda kv: kv[1]):
+        # Processors that hard-code the real tokenizer's ids: pad with filler tokens up to the id.
+        if index < len(fast):
+            raise NotBuildable(f"token {token!r} cannot be pinned at id {index}: {len(fast)} ids are taken")
+        fast.add_tokens([f"<|vlcheck_filler_{i}|>" for i in range(len(fast), index)])
+        fast.add_special_tokens({"additional_special_tokens": [token]}, replace_extra_special_tokens=False)
+    extra = [t for t in dict.fromkeys(list(special) + list(named.values())) if t not in fast.get_vocab()]
+    fast.add_special_tokens({"additional_special_tokens": [*pinned, *extra]})
+    standard = {k: v for k, v in named.items() if k in ("bos_token", "eos_token", "pad_token", "unk_token")}
+    if standard:
+        fast.add_special_tokens(standard)
+    others = {k: v for k, v in named.items() if k not in standard}
+    if others:  # processor-facing names (image_token, boi_token, ...): saved, with <name>_id properties
+        name_special_tokens(fast, others)
+    return fast
+
+
+def _set_path(config: Any, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    target = config
+    for p in parents:
+        target = getattr(target, p) if not isinstance(target, dict) else target[p]
+    if isinstance(target, dict):
+        target[last] = value
+    else:
+        setattr(target, last, value)
+
+
+def tp_ready_sizes(heads: int) -> dict[str, int]:
+    """SHRINK for `heads` attention and key-value heads of head_dim 32, widths scaled to match."""
+    scale = heads * SHRINK["head_dim"] // SHRINK["hidden_size"]
+    sizes = {k: v * scale if k in TP_WIDTH_KEYS | TP_INTERMEDIATE_KEYS else v for k, v in SHRINK.items()}
+    return {**sizes, **{k: heads for k in sizes if k in TP_HEAD_KEYS | TP_KV_HEAD_KEYS}}
+
+
+def tp_ready_value(key: str, value: Any, heads: int) -> Any:
+    """A recipe value for the TP-ready build: one that restates the default shrink's width,
+    intermediate size or head count (in a table or list too) is scaled with it."""
+    scale = heads * SHRINK["head_dim"] // SHRINK["hidden_size"]
+    if isinstance(value, dict):
+        return {k: tp_ready_value(k, v, heads) for k, v in value.items()}
+    if isinstance(value, list):
+        return [tp_ready_value(key, v, heads) for v in value]
+    if isinstance(value, bool) or not isinstance(value, int):
+        return value
+    if (key in TP_WIDTH_KEYS and value == SHRINK["hidden_size"]) or (
+            key in TP_INTERMEDIATE_KEYS and value == SHRINK["intermediate_size"]):
+        return value * scale
+    if (key in TP_HEAD_KEYS and value == SHRINK["num_attention_heads"]) or (
+            key in TP_KV_HEAD_KEYS and value == SHRINK["num_key_value_heads"]):
+        return heads
+    return value
+
+
+def shrink(config: Any, sizes: dict[str, int] = SHRINK) -> None:
+    """Shrink a config and its sub-configs in place (widths, depths, heads, experts)."""
+    for key, value in sizes.items():
+        if hasattr(config, key) and isinstance(getattr(config, key), int):
+            setattr(config, key, value)
+    layers = getattr(config, "num_hidden_layers", None)
+    for key in ("layer_types", "full_attention_layers"):  # per-layer lists must match the depth
+        per_layer = getattr(config, key, None)
+        if isinstance(per_layer, list) and isinstance(layers, int) and len(per_layer) > layers:
+            setattr(config, key, per_layer[:layers])
+    for sub in SUB_CONFIGS:
+        child = getattr(config, sub, None)
+        if child is not None and not isinstance(child, (dict, list)):
+            shrink(child, sizes)
+
+
+def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weights: bool, heads: int | None = None) -> None:
+    from transformers import CONFIG_MAPPING
+
+    from vlcheck.adapter.configs import transformers_config_class, vllm_config_class
+
+    if recipe.config_class:
+        config = _import(recipe.config_class)()
+    elif (config_cls := transformers_config_class(recipe.model_type) or vllm_config_class(recipe.model_type)) is not None:
+        config = config_cls()
+    else:
+        raise NotBuildable(f"{spec.name}: neither transformers nor vLLM has a config class for "
+                           f"model_type {recipe.model_type!r}")
+    # A whole sub-config given as a table (with its model_type) is built as a config object
+    # first, so that it is shrunk and wired like the rest; other overrides apply after shrinking.
+    overrides, sizes = recipe.config, SHRINK
+    if heads is not None:
+        overrides = {k: tp_ready_value(k.rpartition(".")[2], v, heads) for k, v in overrides.items()}
+        sizes = tp_ready_sizes(heads)
+    whole = {k: v for k, v in overrides.items() if isinstance(v, dict) and "model_type" in v}
+    for dotted, value in whole.items():
+        _set_path(config, dotted, CONFIG_MAPPING[value["model_type"]](**copy.deepcopy(value)))
+    shrink(config, sizes)
+    for dotted, value in overrides.items():
+        if dotted not in whole:
+            _set_path(config, dotted, copy.deepcopy(value))
+
+    tokenizer = make_tokenizer(special_tokens_of(spec, variant, recipe), recipe.tokenizer,
+                               pinned=recipe.token_positions)
+    processor = _make_processor(recipe, tokenizer)  # may add tokens (PaliGemma's <locNNNN>): before sizing
+    vocab = tokenizer.get_vocab()
+    for attr, token in recipe.token_ids.items():
+        _set_path(config, attr, vocab[token])
+    if recipe.vocabulary_map:
+        _set_path(config, recipe.vocabulary_map, dict(sorted(vocab.items(), key=lambda kv: kv[1])))
+    size = (len(tokenizer) + 63) // 64 * 64
+    for holder in [config, *(getattr(config, s, None) for s in SUB_CONFIGS)]:
+        if holder is not None and hasattr(holder, "vocab_size") and holder is not getattr(config, "vision_config", None):
+            holder.vocab_size = size
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        token = getattr(tokenizer, key.replace("_id", ""), None)
+        for holder in [config, getattr(config, "text_config", None)]:
+            if holder is not None and token is not None and hasattr(holder, key):
+                setattr(holder, key, vocab[token])
+    config.architectures = [variant.architecture]
+
+    processor.save_pretrained(out)
+    config.save_pretrained(out)
+    if recipe.saved_config_keys or recipe.remote_code:
+        saved = json.loads((out / "config.json").read_text())
+        for key, name in recipe.saved_config_keys.items():
+            saved[name] = saved.pop(key)
+        for auto, path in recipe.remote_code.items():  # e.g. AutoConfig = "vllm....DotsOCRConfig"
+            import inspect
+
+            cls = _import(path)
+            module = inspect.getmodule(cls)
+            stem = module.__name__.rpartition(".")[2]
+            shutil.copyfile(inspect.getsourcefile(module), out / f"{stem}.py")
+            saved.setdefault("auto_map", {})[auto] = f"{stem}.{cls.__name__}"
+        (out / "config.json").write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+    if weights:
+        _save_weights(config, out)
+
+
+def _import(path: str) -> Any:
+    """A class the recipe names by import path. One the installed packages no longer have (vLLM
+    0.32 dropped Tarsier with its processor) makes the checkpoint not buildable; the architecture
+    check reports the model's removal itself."""
+    import importlib
+
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise NotBuildable(f"the recipe's {path} does not import on this install: {type(err).__name__}: {err}") from None
+
+
+def _make_processor(recipe: Recipe, tokenizer):
+    import transformers
+
+    from vlcheck.adapter.hf_classes import processor_attributes, processor_classes
+
+    mt = recipe.model_type
+    names = processor_classes(mt)
+    if recipe.processor_class:
+        proc_cls = _import(recipe.processor_class)
+    elif names.processor:
+        proc_cls = getattr(transformers, names.processor)
+    else:
+        raise NotBuildable(f"transformers has no processor class for model_type {mt!r}; set processor_class")
+    parts: dict[str, Any] = {"tokenizer": tokenizer}
+    attributes = processor_attributes(proc_cls)
+    image_cls = _import(recipe.image_processor_class) if recipe.image_processor_class else (
+        getattr(transformers, names.image_processor) if names.image_processor else None)
+    if image_cls is not None and "image_processor" in attributes:
+        parts["image_processor"] = image_cls(**recipe.image_processor)
+    if names.feature_extractor and "feature_extractor" in attributes:  # e.g. Gemma3n's audio front end
+        parts["feature_extractor"] = getattr(transformers, names.feature_extractor)()
+    video_cls = _import(recipe.video_processor_class) if recipe.video_processor_class else (
+        getattr(transformers, names.video_processor) if names.video_processor else None)
+    if video_cls is not None and "video_processor" in attributes:
+        parts["video_processor"] = video_cls(**recipe.video_processor)
+    return proc_cls(**parts, **recipe.processor)
+
+
+def _save_weights(config, out: Path) -> None:
+    """Fixed-seed weights under the Hub checkpoint's tensor names (`vlcheck.checkpoints.seeded`); raises
+    NotBuildable where transformers has no model class to draw them from."""
+    from vlcheck.adapter.numerics import NoTransformersModel
+    from vlcheck.checkpoints import seeded
+
+    try:
+        seeded.save_seeded_weights(config, config.architectures[0], out)
+    except NoTransformersModel as err:
+        raise NotBuildable(f"no seeded weights: {err}") from None

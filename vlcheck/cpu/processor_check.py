@@ -1,0 +1,104 @@
+"""vLLM's own multimodal processor, run on CPU over each family's rendered prompts."""
+
+from __future__ import annotations
+
+import re
+
+from vlcheck import adapter
+from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+from vlcheck.core.results import CheckResult, Status, SuiteError, crashed, declared_deviation
+from vlcheck.prompt.conformance import template_unavailable
+from vlcheck.prompt.render import default_questions
+from vlcheck.prompt.requests import example_prompt, media_data
+from vlcheck.prompt.templates import TemplateUnavailable
+from vlcheck.spec.schema import FamilySpec, Variant
+
+
+def explain(err: Exception, spec: FamilySpec, modality: str, count: int) -> str:
+    """vLLM's processor errors, restated with the family and the item that went wrong."""
+    text = f"{type(err).__name__}: {err}"
+    m = re.search(r"Expected there to be (\d+) prompt placeholders corresponding to (\d+) (\w+) items, "
+                  r"but instead found (\d+)", str(err))
+    if m:
+        want, found = int(m.group(1)), int(m.group(4))
+        which = f"{m.group(3)} item {found}" if found < want else f"{found - want} surplus placeholder(s)"
+        return (f"{spec.name}: {which}: the prompt has {found} placeholder(s) for {count} {modality} item(s) "
+                f"({text.splitlines()[0][:160]})")
+    # vllm 0.32 names the first item it could not place instead: items before it were placed
+    m = re.search(r"Failed to apply prompt replacement for mm_items\['(\w+)'\]\[(\d+)\]", str(err))
+    if m:
+        found = int(m.group(2))
+        return (f"{spec.name}: {m.group(1)} item {found}: the prompt has {found} placeholder(s) for {count} {modality} "
+                f"item(s) ({text.splitlines()[0][:160]})")
+    return f"{spec.name}: {modality} x{count}: {text.splitlines()[0][:300]}"
+
+
+def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
+    """For 1..limit items of each modality: as many placeholder ranges as items; the token count
+    of every item is recorded (and snapshotted)."""
+    where = f"[{variant.kind}]"
+    try:
+        local = checkpoint_dir(spec, variant)
+    except NotBuildable as err:
+        return CheckResult(spec.name, "processor", Status.SKIP, f"{where} no checkpoint: {err}")
+    except Exception as err:  # vlcheck's builder (or its recipe) does not fit this transformers
+        return crashed(spec.name, "processor", err, f"{where} {spec.name}: building the synthetic checkpoint failed:")
+    problems, counts = [], {}
+    top = variant.max_images or 1
+    for modality in variant.modalities:
+        try:
+            processor = adapter.create_processor(str(local), variant.engine_args_for(modality, top))
+        except ImportError as err:  # an optional package the model's processor needs
+            return CheckResult(spec.name, "processor", Status.SKIP,
+                               f"{where} vLLM's processor for {spec.name} needs a package that is not installed: {err}")
+        except SuiteError as err:
+            return crashed(spec.name, "processor", err, where)
+        except Exception as err:
+            problems.append(f"{spec.name}: vLLM could not build its processor: {type(err).__name__}: {str(err)[:300]}")
+            continue
+        for count in variant.item_counts():
+            try:
+                prompt = example_prompt(spec, variant, modality, default_questions(variant, modality)[0], count)
+            except TemplateUnavailable as err:
+                return template_unavailable(spec, "processor", variant, err)
+            try:
+                out = adapter.apply_processor(processor, prompt, {modality: media_data(variant, modality, count)})
+            except SuiteError as err:
+                return crashed(spec.name, "processor", err, where)
+            except Exception as err:
+                problems.append(explain(err, spec, modality, count))
+                continue
+            ranges = out["placeholders"].get(modality, [])
+            if len(ranges) != count:
+                problems.append(f"{spec.name}: {modality} x{count}: {len(ranges)} placeholder range(s) for {count} item(s)")
+            counts[f"{modality} x{count}"] = {"prompt_tokens": len(out["prompt_token_ids"]),
+                                               "item_tokens": [length for _, length in ranges]}
+    data = {f"{variant.kind}.token_counts": counts} if counts else {}
+    if problems:
+        return declared_deviation(CheckResult(spec.name, "processor", Status.FAIL, f"{where} {problems[0]}", problems, data),
+                                  variant)
+    return CheckResult(spec.name, "processor", Status.PASS, f"{where} {len(counts)} request shape(s) processed", data=data)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m vlcheck.cpu.processor_check FAMILY ...`: build and check, printing the outcome."""
+    from vlcheck.spec.registry import get_family
+
+    bad = 0
+    for name in argv:
+        spec = get_family(name)
+        for variant in spec.variants:
+            r = processor_check(spec, variant)
+            print(f"{name} [{variant.kind}] {r.status.value}: {r.reason}")
+            for d in r.details[1:]:
+                print("   ", d)
+            for shape, c in r.data.get(f"{variant.kind}.token_counts", {}).items():
+                print(f"    {shape}: {c}")
+            bad += r.status is Status.FAIL
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,101 @@
+"""Checks of a family against the installed vLLM on CPU: engine args and architecture."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from vlcheck import adapter
+from vlcheck.core.results import CheckResult, Status, declared_deviation
+from vlcheck.spec.migrations import migration_hint
+from vlcheck.spec.schema import FamilySpec, Variant
+
+
+def value_fits(value: Any, tp: Any) -> bool:
+    """Whether a TOML value can be passed for an EngineArgs field of type `tp` (a loose check:
+    config-object fields accept a dict, numeric fields accept ints)."""
+    if tp is Any or tp is typing.Any or tp is object:
+        return True
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(value_fits(value, a) for a in args)
+    if origin is typing.Literal:
+        return value in args
+    if value is None:
+        return tp is type(None)
+    if origin in (list, tuple, set, frozenset) or tp in (list, tuple):
+        return isinstance(value, list) and (not args or all(any(value_fits(v, a) for a in args) for v in value))
+    if origin is dict or tp is dict:
+        return isinstance(value, dict) and (len(args) < 2 or all(value_fits(v, args[1]) for v in value.values()))
+    if origin is type:
+        return isinstance(value, str)  # a class given by its import path
+    if origin is not None:  # Callable and other generics: accept what vLLM would try
+        return True
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if isinstance(tp, type):
+        return isinstance(value, (tp, dict))  # config dataclasses are built from dicts
+    return True
+
+
+def engine_args_check(spec: FamilySpec, variant: Variant) -> CheckResult:
+    """Every engine arg of the variant (all modalities, largest item count) is a field of the
+    installed vLLM's EngineArgs and its value fits the field's type."""
+    fields = adapter.engine_arg_types()
+    problems = []
+    for modality in variant.modalities:
+        args = variant.engine_args_for(modality, variant.max_images or 1)
+        for key, value in args.items():
+            if key not in fields:
+                hint = migration_hint(key)
+                problems.append(f"engine arg {key!r} is not an EngineArgs field of vllm {adapter.version()}"
+                                + (f"; migrate to {hint}" if hint else ""))
+            elif not value_fits(value, fields[key]):
+                problems.append(f"engine arg {key}={value!r} does not fit its type {fields[key]}")
+    if variant.sampling:
+        from vllm import SamplingParams
+
+        try:
+            SamplingParams(**variant.sampling)
+        except Exception as err:
+            problems.append(f"sampling {variant.sampling!r}: {type(err).__name__}: {err}")
+    problems = list(dict.fromkeys(problems))  # modalities share most args
+    where = f"[{variant.kind}]"
+    if problems:
+        return declared_deviation(CheckResult(spec.name, "engine_args", Status.FAIL, f"{where} {spec.name}: {problems[0]}",
+                                              problems), variant)
+    checked = {key for m in variant.modalities for key in variant.engine_args_for(m, variant.max_images or 1)}
+    return CheckResult(spec.name, "engine_args", Status.PASS, f"{where} {len(checked)} args fit")
+
+
+def architecture_check(spec: FamilySpec, variant: Variant) -> CheckResult:
+    """The variant's architecture is registered in vLLM as multimodal, its class imports, and it
+    takes every modality the example sends."""
+    arch, where = variant.architecture, f"[{variant.kind}]"
+
+    def result(problem: str) -> CheckResult:
+        return declared_deviation(CheckResult(spec.name, "architecture", Status.FAIL, f"{where} {spec.name}: {problem}",
+                                              [problem]), variant)
+
+    if arch not in adapter.supported_architectures():
+        return result(f"{arch} is not a supported architecture of vllm {adapter.version()}")
+    try:
+        model_cls = adapter.load_model_class(arch)
+    except Exception as err:
+        return result(f"the model class of {arch} does not import: {type(err).__name__}: {err}")
+    if not adapter.is_multimodal_class(model_cls):
+        return result(f"{arch} is not a multimodal model in vllm {adapter.version()}")
+    taken = {m: adapter.takes_modality(model_cls, m) for m in variant.modalities}
+    missing = [m for m, (ok, _) in taken.items() if not ok]
+    if missing:
+        return result(f"{arch} does not take {', '.join(missing)} in vllm {adapter.version()}")
+    return CheckResult(spec.name, "architecture", Status.PASS, f"{where} {arch} imports; takes {', '.join(variant.modalities)}",
+                       data={f"{variant.kind}.chat_placeholders": {m: p for m, (_, p) in taken.items()}})

@@ -1,0 +1,3 @@
+"""vLLM's example scripts, executed with vLLM and transformers stubbed out (`seeds`), and compared with
+the family specs (`seed_check`).
+"""

@@ -1,0 +1,274 @@
+"""The `vlcheck` command: list, show and render family specs; check them against assets."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+from vlcheck.prompt.render import NeedsChatTemplate, pick_variant, render_prompts
+from vlcheck.spec.registry import SpecError, UnknownFamily, all_families, get_family, spec_errors
+from vlcheck.spec.schema import FamilySpec
+
+
+def family_summary(spec: FamilySpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "title": spec.title,
+        "model": spec.model,
+        "modalities": list(spec.single.modalities) if spec.single else [],
+        "single_input": spec.single is not None,
+        "multi_image": spec.multi_image is not None,
+        "max_images": spec.multi_image.max_images if spec.multi_image else None,
+        "gpus": spec.gpus_needed,
+        "prompt_source": "/".join(sorted({v.prompt.kind for v in spec.variants})),
+        "spec": spec.path,
+    }
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*map(str, r)) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def cmd_list(args) -> int:
+    summaries = [family_summary(s) for s in all_families().values()]
+    if args.json:
+        print(json.dumps(summaries, indent=2))
+        return 0
+    rows = [[s["name"], s["model"], ",".join(s["modalities"]) or "-",
+             f"1..{s['max_images']}" if s["multi_image"] else "-", s["gpus"], s["prompt_source"]]
+            for s in summaries]
+    print(table(rows, ["family", "model", "modalities", "multi-image", "GPUs", "prompt"]))
+    single = sum(s["single_input"] for s in summaries)
+    multi = sum(s["multi_image"] for s in summaries)
+    print(f"\n{len(summaries)} families: {single} single-input, {multi} multi-image")
+    return 0
+
+
+def cmd_show(args) -> int:
+    spec = get_family(args.family)
+    data = dataclasses.asdict(spec)
+    for variant in spec.variants:
+        data[variant.kind]["gpus_needed"] = variant.gpus_needed
+        data[variant.kind]["resolved_engine_args"] = {
+            m: variant.engine_args_for(m, variant.max_images or 1) for m in variant.modalities}
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+    return 0
+
+
+def cmd_render(args) -> int:
+    spec = get_family(args.family)
+    renderer = None
+    variant = pick_variant(spec, args.modality, args.images)
+    if variant.prompt.chat_template is not None:
+        from vlcheck.prompt.templates import chat_renderer_or_none  # imports transformers: only when needed
+
+        renderer = chat_renderer_or_none(variant)
+    prompts = render_prompts(spec, args.modality, args.question, args.images, renderer)
+    if args.json:
+        print(json.dumps({"prompts": prompts}, ensure_ascii=False, indent=2))
+    else:
+        for i, prompt in enumerate(prompts, 1):
+            print(f"--- prompt {i} ---")
+            print(prompt)
+    return 0
+
+
+def write_report(rep: dict, json_path: str | None, html_path: str | None, markdown_path: str | None) -> None:
+    """The report as JSON (the `vlcheck diff` input), HTML and Markdown, each where a path is given."""
+    from vlcheck.gate import report
+
+    for path, text in ((json_path, lambda: json.dumps(rep, indent=1, ensure_ascii=False)),
+                       (html_path, lambda: report.to_html(rep)), (markdown_path, lambda: report.to_markdown(rep))):
+        if path:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text() + "\n")
+
+
+def cmd_check(args) -> int:
+    from vlcheck.core.results import Status
+    from vlcheck.gate import report
+    from vlcheck.gate.checks import CPU_CHECKS, gpu_checks, run_checks, unloadable
+
+    families = {n: get_family(n) for n in args.family} if args.family else all_families()
+    broken = {} if args.family else spec_errors()
+    if args.shard:  # a spec that does not load has no measured duration: it goes to shard 1
+        from vlcheck.gate.shard import select
+
+        families = {s.name: s for s in select(families.values(), args.shard)}
+        broken = broken if args.shard.index == 1 else {}
+    checks = dict(CPU_CHECKS)
+    close = None
+    if args.gpu:
+        extra, close = gpu_checks(args.weights)
+        checks.update(extra)
+    total, done = len(families) * len(checks), 0
+
+    def progress(family: str, check: str) -> None:
+        nonlocal done
+        done += 1
+        line = f"[{done}/{total}] {family}: {check}"
+        if sys.stderr.isatty():
+            print("\r" + line.ljust(70), end="", file=sys.stderr, flush=True)
+        elif check == next(iter(checks)):
+            print(line, file=sys.stderr, flush=True)
+
+    try:
+        results = run_checks(families.values(), checks, progress)
+        results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
+    finally:
+        if close:
+            close()
+    if sys.stderr.isatty():
+        print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
+    rep = report.build(results, list(checks), families, unloadable=list(broken))
+    if args.shard:
+        rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
+    write_report(rep, args.json, args.html, args.markdown)
+    rows = []
+    for family, row in rep["families"].items():
+        cells = row["checks"]
+        source = sorted({v for k, v in cells["template"]["data"].items() if k.endswith(".template_source")})
+        why = [f"{c}: {cell['reason']}" for c, cell in cells.items() if cell["status"] in ("error", "fail", "skip")]
+        rows.append([family, ",".join(source) or "-", *(cells[c]["status"] for c in checks), (why[0][:90] if why else "")])
+    print(table(rows, ["family", "template source", *checks, "why (first error/fail/skip)"]))
+    env = rep["environment"]
+    print(f"\nvllm {env['vllm']}, transformers {env['transformers']}, torch {env['torch']}, gpu {env['gpu']}")
+    print(", ".join(f"{n} {s}" for s, n in rep["summary"].items()))
+    devs = report.deviations(rep)
+    if devs:
+        print("\ndeclared deviations:")
+        for family, check, reason in devs:
+            print(f"  {family} {check}: {reason}")
+    errors = report.cells_with(rep, Status.ERROR.value)
+    if errors:
+        print(f"\n{len(errors)} check(s) could not run (vlcheck errors, not vLLM findings):")
+        for family, check, reason in errors:
+            print(f"  {family} {check}: {reason[:200]}")
+        return 3
+    return 1 if any(r.status is Status.FAIL for r in results) else 0
+
+
+def cmd_run(args) -> int:
+    from vlcheck.gpu.run_example import main as run_main
+
+    return run_main(args)
+
+
+def cmd_merge(args) -> int:
+    from vlcheck.gate.merge import merge
+
+    reports = {}
+    for path in args.reports:
+        with open(path) as f:
+            reports[path] = json.load(f)
+    merged = merge(reports)  # a MergeError (ValueError) names what disagrees: exit 1
+    write_report(merged, args.output, args.html, args.markdown)
+    print(f"{len(args.reports)} reports, {len(merged['families'])} families -> {args.output}: "
+          + ", ".join(f"{n} {s}" for s, n in merged["summary"].items()))
+    return 0
+
+
+def _shard(text: str):
+    from vlcheck.gate.shard import Shard
+
+    try:
+        return Shard.parse(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def cmd_diff(args) -> int:
+    from vlcheck.gate import diff
+
+    with open(args.old) as f:
+        old = json.load(f)
+    with open(args.new) as f:
+        new = json.load(f)
+    d = diff.compare(old, new)
+    print(diff.to_text(d), end="")
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(diff.to_markdown(d))
+    return d.exit_code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vlcheck", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="the families and what they need")
+    p.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", help="one family's resolved spec, as JSON")
+    p.add_argument("family")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("render", help="the exact prompt strings of a family's example")
+    p.add_argument("family")
+    p.add_argument("--modality", choices=["image", "video"], default="image")
+    p.add_argument("--images", type=int, metavar="N",
+                   help="render the multi-image example with N images (default: the single-input example)")
+    p.add_argument("--question", action="append", metavar="TEXT",
+                   help="a question (repeatable); default: the example's questions")
+    p.add_argument("--json", action="store_true", help='print {"prompts": [...]}')
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("check", help="run the checks over all families and write the report; exit 1 on a "
+                                     "failure, 3 when vlcheck could not run some checks (error)")
+    p.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable)")
+    p.add_argument("--gpu", action="store_true", help="also run the GPU tier (generation, cache)")
+    p.add_argument("--weights", choices=("auto", "real", "synthetic", "seeded"), default="auto",
+                   help="GPU tier weights (default: real where cached, else synthetic)")
+    p.add_argument("--json", metavar="FILE", help="write the report as JSON (the input of `vlcheck diff`)")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
+    p.add_argument("--shard", type=_shard, metavar="I/N",
+                   help="only shard I of N (whole families, balanced by measured durations); join with `vlcheck merge`")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("merge", help="combine the `check --shard I/N --json` reports of all shards into one report")
+    p.add_argument("reports", nargs="+", metavar="REPORT")
+    p.add_argument("-o", "--output", metavar="FILE", required=True, help="the merged report (JSON, a `vlcheck diff` input)")
+    p.add_argument("--html", metavar="FILE", help="also write it as a self-contained HTML report")
+    p.add_argument("--markdown", metavar="FILE", help="also write it as a Markdown report")
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("run", help="the example script's job for one family, on a GPU (cache checks done right)")
+    from vlcheck.gpu.run_example import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("diff", help="compare two `check --json` reports: SAFE (exit 0), REGRESSED (1), "
+                                    "INCONCLUSIVE (3: some checks could not run)")
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--markdown", metavar="FILE", help="also write the diff as Markdown (a pull-request comment)")
+    p.set_defaults(func=cmd_diff)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM's INFO lines would bury the table
+    try:
+        return args.func(args)
+    except UnknownFamily as e:
+        print(f"vlcheck: {e}", file=sys.stderr)
+        return 2
+    except (SpecError, NeedsChatTemplate, ValueError) as e:
+        print(f"vlcheck: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""vLLM engines for the GPU tier: one per family-config, shared by its tests, freed before the next.
+
+Weights are real when the model's checkpoint is available (HF cache or a reachable Hub); otherwise
+the synthetic checkpoint with seeded weights (`vlcheck.checkpoints.seeded`: outputs depend on the input), or,
+where none can be drawn (no transformers model class), vLLM's dummy loading, whose outputs cannot
+see the input and so cannot detect a numerical change (`--vlcheck-weights auto|real|seeded|synthetic`;
+`synthetic` forces dummy loading).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+from vlcheck.spec.schema import FamilySpec, Variant
+
+# Engine args a synthetic checkpoint cannot honour, or that only waste time in a test. Its 2
+# attention heads cannot be split over the real model's tensor-parallel GPUs, and need not be.
+DROPPED_FOR_SYNTHETIC = ("ignore_patterns", "quantization", "tokenizer", "tokenizer_mode", "revision",
+                         "gpu_memory_utilization", "max_num_batched_tokens", "tensor_parallel_size",
+                         "pipeline_parallel_size")
+TEST_ENGINE_ARGS = {"enforce_eager": True, "gpu_memory_utilization": 0.45, "max_num_seqs": 8, "seed": 0,
+                    "disable_log_stats": False, "mm_processor_cache_gb": 4}
+"""Shared by the generation and cache tests, so that one engine serves both: the processor
+cache on (the example's size), stats on (the cache counters), eager mode (fast start)."""
+SYNTHETIC_ENGINE_ARGS = {"gpu_memory_utilization": 0.04, "kv_cache_memory_bytes": 1 << 30}
+"""A tiny model needs little: a fixed 1 GiB KV cache skips vLLM's memory profiling, whose
+free-memory assertion fails when another engine on the same GPU frees memory meanwhile, so
+several family-configs can run side by side on one GPU (scripts/gpu-tier.sh JOBS=N)."""
+
+
+DUMMY_WEIGHTS_NOTE = ("served with vLLM's dummy weights: every output is the same whatever the input, so "
+                      "greedy outputs and goldens cannot detect a numerical change (use seeded weights)")
+
+
+class EngineUnavailable(RuntimeError):
+    """No engine for this family-config: skip (`skip=True`: GPUs, weights) or fail (start error)."""
+
+    def __init__(self, message: str, skip: bool):
+        super().__init__(message)
+        self.skip = skip
+
+
+@dataclass
+class EngineHandle:
+    key: tuple
+    llm: Any
+    weights: str
+    """`real`, `seeded` (the synthetic checkpoint with fixed-seed weights) or `synthetic-dummy` (vLLM's dummy loader)."""
+    model_dir: str
+    start_seconds: float
+    processor: Any = None
+    """vLLM's multimodal processor for the same checkpoint and args, run on CPU: the reference
+    the engine's prompt token counts are compared with."""
+    generation_runs: list | None = None
+    """`gpu_checks.generation_runs` of this engine, once measured."""
+
+
+def gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:
+        return 0
+
+
+def real_weights_available(variant: Variant) -> str | None:
+    """A local snapshot path of the real model when its weights are in the HF cache."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        path = snapshot_download(variant.model, revision=variant.revision, local_files_only=True,
+                                 allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja"])
+    except Exception:
+        return None
+    import glob
+
+    return path if glob.glob(f"{path}/*.safetensors") else None
+
+
+def variant_engine_args(variant: Variant) -> dict[str, Any]:
+    """One engine for all of a variant's requests: every modality's args, each limit covered."""
+    args: dict[str, Any] = {}
+    limits: dict[str, int] = {}
+    for modality in variant.modalities:
+        one = variant.engine_args_for(modality, variant.max_images or 1)
+        limits.update(one.pop("limit_mm_per_prompt", None) or {})
+        for key, value in one.items():  # e.g. a longer max_model_len for video: keep the larger
+            args[key] = max(args[key], value) if key == "max_model_len" and key in args else value
+    if limits:
+        args["limit_mm_per_prompt"] = limits
+    if "logits_processors" in args:  # the example passes classes, the spec their import paths
+        args["logits_processors"] = [_as_fqcn(p) for p in args["logits_processors"]]
+    return args
+
+
+def _as_fqcn(class_path: str) -> str:
+    """vLLM loads a logits processor named `module:Class`, not `module.Class`."""
+    return class_path if ":" in class_path else ":".join(class_path.rsplit(".", 1))
+
+
+def _position_limit(model_dir: str) -> int | None:
+    """The checkpoint's max_position_embeddings (vLLM refuses a longer max_model_len)."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    for sub in ("text_config", "language_config", "llm_config"):
+        if isinstance(config.get(sub), dict) and "max_position_embeddings" in config[sub]:
+            return int(config[sub]["max_position_embeddings"])
+    return config.get("max_position_embeddings")
+
+
+def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | None = None,
+                **overrides) -> tuple[dict, str, str]:
+    """(engine args, weights used, model folder) for one family-config. `heads`: the synthetic
+    checkpoint's tensor-parallel-ready build (`synthetic.checkpoint_dir`)."""
+    args = variant_engine_args(variant)
+    if weights in ("auto", "real"):
+        real = real_weights_available(variant)
+        if real is not None:
+            return {**args, **TEST_ENGINE_ARGS, "model": real, **overrides}, "real", real
+        if weights == "real":
+            raise EngineUnavailable(f"{spec.name}: --vlcheck-weights real, but {variant.model} is not in the HF cache", True)
+    # "seeded" (and "auto" without real weights): the synthetic checkpoint with fixed-seed weights in
+    # the Hub's layout, which vLLM's loader takes whole (tests/numerics/test_seeded.py). "auto" falls
+    # back to dummy loading where no seeded weights can be drawn; "synthetic" always uses it.
+    try:
+        local, used = None, "synthetic-dummy"
+        if weights in ("auto", "seeded"):
+            try:
+                local, used = str(checkpoint_dir(spec, variant, weights=True, heads=heads)), "seeded"
+            except (NotBuildable, ImportError) as err:
+                if weights == "seeded":
+                    raise NotBuildable(f"no seeded weights: {err}") from None
+        if local is None:
+            local = str(checkpoint_dir(spec, variant, weights=False, heads=heads))
+    except NotBuildable as err:
+        raise EngineUnavailable(f"{spec.name}: no synthetic checkpoint: {err}", True) from None
+    args = {k: v for k, v in args.items() if k not in DROPPED_FOR_SYNTHETIC}
+    args.update(TEST_ENGINE_ARGS, **SYNTHETIC_ENGINE_ARGS, model=local, tokenizer=local)
+    if used == "synthetic-dummy":
+        import warnings
+
+        args["load_format"] = "dummy"
+        warnings.warn(f"{spec.name}: {DUMMY_WEIGHTS_NOTE}", stacklevel=2)
+    args["max_model_len"] = min(int(args.get("max_model_len", 4096)), 4096, _position_limit(local) or 4096)
+    args.update(overrides)
+    return args, used, local
+
+
+class EngineCache:
+    """Holds at most one live engine; asking for another family-config frees the current one."""
+
+    def __init__(self):
+        self.current: EngineHandle | None = None
+        self.failures: dict[tuple, str] = {}
+
+    def get(self, spec: FamilySpec, variant: Variant, weights: str, **overrides) -> EngineHandle:
+        have = gpu_count()
+        if have == 0:
+            raise EngineUnavailable("no CUDA GPU on this runner", True)
+        args, used, local = engine_args(spec, variant, weights, **overrides)
+        needed = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
+        if needed > have:
+            raise EngineUnavailable(f"{spec.name}: needs {needed} GPUs (tensor_parallel_size), this runner has {have}", True)
+        key = (spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())))
+        if key in self.failures:
+            raise EngineUnavailable(self.failures[key], False)
+        if self.current is not None and self.current.key == key:
+            return self.current
+        self.close()
+        from vllm import LLM
+
+        from vlcheck import adapter
+
+        try:  # fails fast, and names a missing optional package, before an engine is started
+            processor = adapter.create_processor(local, args)
+        except ImportError as err:
+            raise EngineUnavailable(f"{spec.name}: its processor needs a package that is not installed: {err}", True)
+
+        # vLLM forks its engine core by default. Forked from a process that has run torch's thread
+        # pool (the CPU checks, or building a seeded checkpoint), it hung in startup until the
+        # timeout (H200, vLLM 0.24.0); spawned, it starts clean, ~14 s slower.
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+        start = time.perf_counter()
+        try:
+            llm = LLM(**args)
+        except Exception as err:
+            self.failures[key] = f"{spec.name}: the engine failed to start: {type(err).__name__}: {str(err)[:500]}"
+            raise EngineUnavailable(self.failures[key], False) from err
+        self.current = EngineHandle(key, llm, used, local, time.perf_counter() - start, processor)
+        return self.current
+
+    def close(self) -> None:
+        if self.current is None:
+            return
+        llm, self.current = self.current.llm, None
+        from vlcheck import adapter
+
+        adapter.shutdown_engine(llm)
+        del llm
+        gc.collect()
+        adapter.release_engine_memory()
+
+
+def cache_counters(llm) -> dict[str, float]:
+    """`vllm:mm_cache_queries` and `vllm:mm_cache_hits` (counted per item; needs
+    disable_log_stats=False)."""
+    out = {"queries": 0.0, "hits": 0.0}
+    for metric in llm.get_metrics():
+        if metric.name == "vllm:mm_cache_queries":
+            out["queries"] += metric.value
+        elif metric.name == "vllm:mm_cache_hits":
+            out["hits"] += metric.value
+    return out

@@ -1,0 +1,158 @@
+"""The GPU tier's checks on a live engine: generation, stops, goldens, processor-cache behaviour.
+
+Each function measures and returns facts; the tests (and `vlcheck check --gpu`) decide. Token
+counts and cache counters are the evidence, never output equality alone: with synthetic or dummy
+weights, outputs hardly depend on the input.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from vlcheck import adapter
+from vlcheck.gpu import goldens
+from vlcheck.gpu.engines import EngineHandle, cache_counters
+from vlcheck.prompt.render import NUM_PROMPTS, request_prompts
+from vlcheck.prompt.requests import build, example_prompts, media_data
+from vlcheck.spec.schema import FamilySpec, Variant
+
+
+def greedy(**kwargs):
+    from vllm import SamplingParams
+
+    return SamplingParams(**{"temperature": 0.0, "max_tokens": 8, "logprobs": 5, **kwargs})
+
+
+@dataclass
+class ShapeRun:
+    shape: str
+    prompt_tokens: list[int]
+    expected_prompt_tokens: list[int]
+    finish_reasons: list[str]
+    outputs: list[dict]
+
+
+def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality: str, count: int) -> ShapeRun:
+    """The example's requests for one shape (--num-prompts 4, a different prompt per request),
+    and the prompt token counts vLLM's CPU processor gives for the same inputs."""
+    prompts = request_prompts(example_prompts(spec, variant, modality, count), NUM_PROMPTS, True)
+    data = media_data(variant, modality, count)
+    inputs = [{"prompt": p, "multi_modal_data": {modality: data}} for p in prompts]
+    outs = handle.llm.generate(inputs, greedy(), use_tqdm=False)
+    expected = [len(adapter.apply_processor(handle.processor, p, {modality: data})["prompt_token_ids"]) for p in prompts]
+    return ShapeRun(f"{modality} x{count}", [len(o.prompt_token_ids) for o in outs], expected,
+                    [o.outputs[0].finish_reason for o in outs], goldens.from_outputs(outs))
+
+
+def generation_runs(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> list[ShapeRun]:
+    """Every modality and item count, run once per engine (greedy: the tests that read them share them)."""
+    if handle.generation_runs is None:
+        handle.generation_runs = [run_shape(spec, variant, handle, m, c)
+                                  for m in variant.modalities for c in variant.item_counts()]
+    return handle.generation_runs
+
+
+@dataclass
+class StopRun:
+    stop_id: int
+    first_tokens: list[int]
+    stopped_tokens: list[int]
+    finish_reason: str
+    stop_reason: Any
+
+
+def stop_run(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> StopRun | None:
+    """Greedy once; then again with the third generated token as a stop id: generation must end
+    there with finish_reason "stop" and that stop_reason."""
+    modality = variant.primary_modality
+    request = {"prompt": example_prompts(spec, variant, modality)[0],
+               "multi_modal_data": {modality: media_data(variant, modality, 1)}}
+    first = handle.llm.generate([request], greedy(max_tokens=6, ignore_eos=True), use_tqdm=False)[0].outputs[0]
+    ids = list(first.token_ids)
+    if len(ids) < 3:
+        return None
+    stop_id = ids[2]
+    second = handle.llm.generate([request], greedy(max_tokens=6, ignore_eos=True, stop_token_ids=[stop_id]),
+                                 use_tqdm=False)[0].outputs[0]
+    return StopRun(stop_id, ids, list(second.token_ids), second.finish_reason, second.stop_reason)
+
+
+@dataclass
+class CacheRun:
+    first_prompt_tokens: list[int]
+    resend_prompt_tokens: list[int]
+    hits_added: float
+    queries_added: float
+    first_outputs: list[dict]
+    resend_outputs: list[dict]
+    """Token ids and top-5 logprobs (goldens.from_outputs): the resend is compared by vLLM's
+    check_logprobs_close rule, as batch composition moves bfloat16 logits (llava-onevision on an
+    H200, seeded weights: equal for 7 tokens, then a near-tie broke the other way)."""
+
+
+def uuid_resend(spec: FamilySpec, variant: Variant, handle: EngineHandle, form: str, tag: str) -> CacheRun:
+    """The example's flow: N requests with media and uuids, then the same with empty media and
+    the same uuids, in `form` "list" (`[None]`, works) or "none" (`None`, the example's)."""
+    modality = variant.primary_modality
+    prompts = example_prompts(spec, variant, modality)
+    requests = build(prompts, modality, media_data(variant, modality, 1, offset=zlib.crc32(tag.encode()) % 1000), NUM_PROMPTS,
+                     different_prompts=True, uuid_prefix=f"{spec.name}-{variant.kind}-{tag}")
+    llm = handle.llm
+    first = llm.generate(requests.inputs, greedy(), use_tqdm=False)
+    before = cache_counters(llm)
+    second = llm.generate(requests.resend if form == "list" else requests.resend_none, greedy(), use_tqdm=False)
+    after = cache_counters(llm)
+    return CacheRun([len(o.prompt_token_ids) for o in first], [len(o.prompt_token_ids) for o in second],
+                    after["hits"] - before["hits"], after["queries"] - before["queries"],
+                    goldens.from_outputs(first), goldens.from_outputs(second))
+
+
+def unknown_uuid_error(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> str | None:
+    """Empty media with a uuid the cache never saw: vLLM's error text, or None if it accepted it."""
+    modality = variant.primary_modality
+    request = {"prompt": example_prompts(spec, variant, modality)[0], "multi_modal_data": {modality: [None]},
+               "multi_modal_uuids": {modality: [f"{spec.name}-never-sent"]}}
+    try:
+        handle.llm.generate([request], greedy(), use_tqdm=False)
+    except Exception as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def still_serves(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> bool:
+    """After a rejected request the same engine must still answer a normal one."""
+    modality = variant.primary_modality
+    request = {"prompt": example_prompts(spec, variant, modality)[0],
+               "multi_modal_data": {modality: media_data(variant, modality, 1)}}
+    out = handle.llm.generate([request], greedy(max_tokens=2), use_tqdm=False)
+    return len(out) == 1 and out[0].outputs[0].finish_reason in ("stop", "length")
+
+
+@dataclass
+class RepeatRun:
+    num_prompts: int
+    distinct_items: int
+    hits_added: float
+    queries_added: float
+    seconds: float
+
+
+def repeat_simulation(spec: FamilySpec, variant: Variant, handle: EngineHandle, repeat_prob: float,
+                      with_uuids: bool, num_prompts: int = 8, seed: int = 0, tag: str = "repeat") -> RepeatRun:
+    """The example's `--image-repeat-prob`: each request reuses the previous image with the given
+    probability, else gets a one-pixel-changed copy (a guaranteed miss)."""
+    modality = "image"
+    prompts = example_prompts(spec, variant, modality)
+    base = media_data(variant, modality, 1, offset=500 + zlib.crc32(tag.encode()) % 400)
+    requests = build(prompts, modality, base, num_prompts, repeat_prob=repeat_prob, seed=seed,
+                     with_uuids=with_uuids, uuid_prefix=f"{spec.name}-{tag}")
+    before = cache_counters(handle.llm)
+    start = time.perf_counter()
+    handle.llm.generate(requests.inputs, greedy(max_tokens=4), use_tqdm=False)
+    seconds = time.perf_counter() - start
+    after = cache_counters(handle.llm)
+    return RepeatRun(num_prompts, requests.distinct_items, after["hits"] - before["hits"],
+                     after["queries"] - before["queries"], seconds)

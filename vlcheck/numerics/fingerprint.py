@@ -1,0 +1,60 @@
+"""Processor fingerprints: the tensors vLLM's multimodal processor hands the model (pixel values,
+grids, masks, ...) for each family-config and request shape, one line per tensor: shape, dtype and
+rounded summary statistics. A preprocessing change (resize, normalisation, patch order: image
+processors change between transformers releases) shows as a one-line snapshot diff naming the
+tensor, where the token counts of the processor check stay the same.
+"""
+
+from __future__ import annotations
+
+from vlcheck.prompt.render import default_questions
+from vlcheck.prompt.requests import example_prompt, media_data
+from vlcheck.spec.schema import FamilySpec, Variant
+
+SIGNIFICANT = 5
+"""Digits kept of each statistic: enough to show a changed normalisation or resize, few enough that
+float32 summation order on another CPU does not move them."""
+
+
+def shapes(variant: Variant) -> list[tuple[str, int]]:
+    """(modality, item count) of each request: one item, and the most a multi-image example sends."""
+    counts = sorted({1, variant.max_images or 1})
+    return [(m, c) for m in variant.modalities for c in counts]
+
+
+def _number(x: float) -> str:
+    return f"{x:.{SIGNIFICANT}g}"
+
+
+def describe(tensor) -> str:
+    """`shape dtype` and, for numbers, mean/std/min/max (and the sum of integers, e.g. grids)."""
+    import torch
+
+    if not isinstance(tensor, torch.Tensor):
+        return f"{type(tensor).__name__} {tensor!r}"[:200]
+    text = f"{tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}"
+    if tensor.numel() == 0:
+        return text
+    if tensor.is_floating_point():
+        t = tensor.double()
+        std = _number(float(t.std())) if t.numel() > 1 else "-"
+        return (f"{text} mean {_number(float(t.mean()))} std {std} min {_number(float(t.min()))} "
+                f"max {_number(float(t.max()))}")
+    if tensor.dtype == torch.bool:
+        return f"{text} true {int(tensor.sum())}"
+    return f"{text} sum {int(tensor.sum())} min {int(tensor.min())} max {int(tensor.max())}" + (
+        f" values {tensor.flatten().tolist()}" if tensor.numel() <= 8 else "")
+
+
+def fingerprint_lines(spec: FamilySpec, variant: Variant, processor) -> list[str]:
+    """One line per tensor of every request shape: `image x1 [0] pixel_values: (256, 1176) float32 ...`."""
+    from vlcheck.adapter import numerics
+
+    lines = []
+    for modality, count in shapes(variant):
+        prompt = example_prompt(spec, variant, modality, default_questions(variant, modality)[0], count)
+        out = numerics.processor_outputs(processor, prompt, {modality: media_data(variant, modality, count)})
+        lines.append(f"{modality} x{count}: {len(out['prompt_token_ids'])} prompt tokens")
+        for (m, index, key), tensor in sorted(out["tensors"].items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+            lines.append(f"  {m}[{index}] {key}: {describe(tensor)}")
+    return lines

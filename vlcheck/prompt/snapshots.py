@@ -1,0 +1,85 @@
+"""Snapshot storage and the readable text documents stored in it.
+
+Snapshots live under the top-level `snapshots/<test file>/<family>.txt`, one plain-text file per
+family and check, so a reviewer reads a prompt change as a line diff. Prompts are written as JSON
+string literals: every newline, tab and trailing space is visible and nothing is ambiguous.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+from vlcheck.prompt.render import NUM_PROMPTS, default_questions, messages, render_prompt, request_prompts
+from vlcheck.spec.schema import FamilySpec, Variant
+
+SNAPSHOT_ROOT = Path(__file__).resolve().parents[2] / "snapshots"
+
+
+class FamilySnapshot(SingleFileSnapshotExtension):
+    """One text file per parametrized test case: `snapshots/<test file>/<param id>.txt`."""
+
+    _write_mode = WriteMode.TEXT
+    file_extension = "txt"
+
+    @classmethod
+    def dirname(cls, *, test_location) -> str:
+        return str(SNAPSHOT_ROOT / test_location.basename)
+
+    @classmethod
+    def get_snapshot_name(cls, *, test_location, index=0) -> str:
+        node = test_location.nodename
+        return node.split("[", 1)[1][:-1] if "[" in node else test_location.testname
+
+    def delete_snapshots(self, *, snapshot_location: str, snapshot_names: set[str]) -> None:
+        """Never: syrupy cannot tell a family left out by --vlcheck-family from a removed one (it
+        deleted every other family's file on a filtered --snapshot-update). Files of removed
+        families are caught by tests/prompt_format/test_snapshot_files.py instead."""
+
+
+def quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _header(spec: FamilySpec, what: str) -> list[str]:
+    return [f"# {what}: {spec.name} ({spec.title})", f"# spec: vlcheck/specs/{Path(spec.path).name}",
+            "# Strings are JSON literals: escapes show every newline and space.", ""]
+
+
+def variant_sections(spec: FamilySpec, variant: Variant):
+    """(modality, item count, questions) of every request shape the example can make."""
+    for modality in variant.modalities:
+        for count in variant.item_counts():
+            yield modality, count, default_questions(variant, modality)
+
+
+def section_title(variant: Variant, modality: str, count: int) -> str:
+    items = f"{count} item" + ("s" if count > 1 else "")
+    return f"[{variant.kind} · seed {variant.source.seed}:{variant.source.function} · {modality} · {items}]"
+
+
+def prompt_document(spec: FamilySpec) -> str:
+    """Every prompt the family's examples write by hand, and the messages of those that the
+    model's chat template renders, with the request order of both prompt modes."""
+    lines = _header(spec, "prompts")
+    for variant in spec.variants:
+        for modality, count, questions in variant_sections(spec, variant):
+            lines.append(section_title(variant, modality, count))
+            if variant.prompt.template is not None:
+                for n, q in enumerate(questions, 1):
+                    lines.append(f"prompt {n}: {quote(render_prompt(spec, variant, modality, q, count))}")
+            else:
+                lines.append(f"rendered by the {variant.prompt.chat_template} chat template of {variant.model}"
+                             + (" (the example's own template)" if variant.prompt.explicit_chat_template else ""))
+                for n, q in enumerate(questions, 1):
+                    lines.append(f"messages {n}: {json.dumps(messages(variant, modality, q, count), ensure_ascii=False)}")
+            numbers = list(range(1, len(questions) + 1))
+            lines.append(f"requests of --num-prompts {NUM_PROMPTS}, same prompt: "
+                         f"{request_prompts(numbers, NUM_PROMPTS, False)}")
+            lines.append(f"requests of --num-prompts {NUM_PROMPTS}, different prompt per request: "
+                         f"{request_prompts(numbers, NUM_PROMPTS, True)}")
+            lines.append("")
+    return "\n".join(lines)
+
