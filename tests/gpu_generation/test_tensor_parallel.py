@@ -8,7 +8,7 @@ import pytest
 
 from vlcheck.gpu import goldens
 from vlcheck.gpu.gpu_checks import generation_runs
-from vlcheck.gpu.tensor_parallel import plan
+from vlcheck.gpu.tensor_parallel import COMPARED_AND_DIFFERED, plan
 
 pytestmark = pytest.mark.gpu
 
@@ -31,6 +31,6 @@ def test_tensor_parallel_outputs_match_tp1(family, variant, engines, tp_ready_en
     assert not unusable, "\n".join(unusable)
     assert set(runs[1]) == set(runs[size])
     problems = [f"{shape}: {p}" for shape in runs[1] for p in goldens.compare(runs[1][shape], runs[size][shape])]
-    assert not problems, f"TP={size} differs from TP=1 beyond numeric noise:\n" + "\n".join(problems)
+    assert not problems, f"TP={size} {COMPARED_AND_DIFFERED}:\n" + "\n".join(problems)
     compared = sum(len(out) for out in runs[1].values())
     request.node.user_properties.append(("tp_compared_requests", compared))
