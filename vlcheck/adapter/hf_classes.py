@@ -70,3 +70,13 @@ def name_special_tokens(tokenizer, named: dict[str, str]) -> None:
     which then has `<name>` and `<name>_id` properties, as the Hub's tokenizers do."""
     # transformers 5.16, 5.19: PreTrainedTokenizerBase._set_model_specific_special_tokens
     tokenizer._set_model_specific_special_tokens(special_tokens=named)
+
+
+def class_at(path: str):
+    """A class a spec's recipe names by import path (transformers', vLLM's or a processor module's):
+    the builder's one dynamic import of package internals, kept here with the others. Raises
+    ImportError or AttributeError when the installed packages do not have it."""
+    import importlib
+
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)

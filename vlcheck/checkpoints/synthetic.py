@@ -287,11 +287,10 @@ def _import(path: str) -> Any:
     """A class the recipe names by import path. One the installed packages no longer have (vLLM
     0.32 dropped Tarsier with its processor) makes the checkpoint not buildable; the architecture
     check reports the model's removal itself."""
-    import importlib
+    from vlcheck.adapter.hf_classes import class_at
 
-    module, _, name = path.rpartition(".")
     try:
-        return getattr(importlib.import_module(module), name)
+        return class_at(path)
     except (ImportError, AttributeError) as err:
         raise NotBuildable(f"the recipe's {path} does not import on this install: {type(err).__name__}: {err}") from None
 
