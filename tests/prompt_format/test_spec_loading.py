@@ -55,6 +55,9 @@ def test_good_spec_loads(tmp_path):
     (('placeholder = "<image>"', 'placeholder = "<image>"\n[single.known_broken."1x1 imgae"]\nreason = "x"\n'
       'vllm = "==0.24.0"\ntransformers = "==5.16.1"'),
      "single.known_broken.1x1 imgae", "unknown hostile-input case (did you mean '1x1 image'?)"),
+    (('placeholder = "<image>"', 'placeholder = "<image>"\n[single.deviations.templat]\nreason = "x"\n'
+      'vllm = "==0.24.0"\ntransformers = "==5.16.1"'),
+     "single.deviations.templat", "unknown check; checks are engine_args, architecture, template"),
     (('placeholder = "<image>"', 'placeholder = "<image>"\n[single.deviations]\ntemplate = "no versions"'),
      "single.deviations.template", "expected a table: reason = "),
     (('placeholder = "<image>"', 'placeholder = "<image>"\n[single.deviations.template]\nreason = "x"\nvllm = "==0.24.0"'),

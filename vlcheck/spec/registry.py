@@ -130,6 +130,18 @@ def template_slots(text: str, path: Path, field: str) -> set[str]:
     return names
 
 
+def _read_declarations(r, table: str, names: list[str], unknown) -> dict[str, Declaration]:
+    """A variant's `deviations` or `known_broken` table: each entry's name must be one of `names`
+    (`unknown(name)` words the error otherwise), its value a Declaration."""
+    sub = r.sub(table)
+    out = {}
+    for name in sub.table if sub else ():
+        if name not in names:
+            raise SpecError(r.path, sub.field(name), unknown(name))
+        out[name] = _read_declaration(sub, name)
+    return out
+
+
 def _read_declaration(parent: _Reader, key: str) -> Declaration:
     """A `deviations` or `known_broken` entry: a table with the reason and the measured versions."""
     if not isinstance(parent.table[key], dict):
@@ -251,20 +263,11 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
             raise SpecError(r.path, d.field("kind"), f"expected one of {', '.join(_DRIFT_KINDS)}")
         drifts.append(drift)
 
-    dev_r = r.sub("deviations")
-    deviations = {}
-    for check in dev_r.table if dev_r else ():
-        if check not in CHECKS:
-            raise SpecError(r.path, dev_r.field(check), f"unknown check; checks are {', '.join(CHECKS)}")
-        deviations[check] = _read_declaration(dev_r, check)
-
+    deviations = _read_declarations(r, "deviations", list(CHECKS),
+                                    lambda name: f"unknown check; checks are {', '.join(CHECKS)}")
     cases = [c.name for c in CASES]
-    broken_r = r.sub("known_broken")
-    known_broken = {}
-    for case in broken_r.table if broken_r else ():
-        if case not in cases:
-            raise SpecError(r.path, broken_r.field(case), f"unknown hostile-input case{_did_you_mean(case, cases)}")
-        known_broken[case] = _read_declaration(broken_r, case)
+    known_broken = _read_declarations(r, "known_broken", cases,
+                                      lambda name: f"unknown hostile-input case{_did_you_mean(name, cases)}")
 
     stop_ids = r.get("stop_token_ids", list)
     stop_tokens = r.get("stop_tokens", list)
