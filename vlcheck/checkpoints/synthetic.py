@@ -185,8 +185,9 @@ def tp_ready_sizes(heads: int) -> dict[str, int]:
 
 
 def tp_ready_value(key: str, value: Any, heads: int) -> Any:
-    """A recipe value for the TP-ready build: one that restates the default shrink's width,
-    intermediate size or head count (in a table or list too) is scaled with it."""
+    """A recipe value for the TP-ready build: one that restates the default shrink's width or head
+    count, or an intermediate size that is a multiple of the width (in a table or list too), is
+    scaled with it (llama4's vision adapter takes 4 x the width: 256 at width 64, 1024 at 256)."""
     scale = heads * SHRINK["head_dim"] // SHRINK["hidden_size"]
     if isinstance(value, dict):
         return {k: tp_ready_value(k, v, heads) for k, v in value.items()}
@@ -195,7 +196,7 @@ def tp_ready_value(key: str, value: Any, heads: int) -> Any:
     if isinstance(value, bool) or not isinstance(value, int):
         return value
     if (key in TP_WIDTH_KEYS and value == SHRINK["hidden_size"]) or (
-            key in TP_INTERMEDIATE_KEYS and value == SHRINK["intermediate_size"]):
+            key in TP_INTERMEDIATE_KEYS and value % SHRINK["hidden_size"] == 0):
         return value * scale
     if (key in TP_HEAD_KEYS and value == SHRINK["num_attention_heads"]) or (
             key in TP_KV_HEAD_KEYS and value == SHRINK["num_key_value_heads"]):
