@@ -144,8 +144,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             terminalreporter.line(f"{r.nodeid}: {next((l for l in first if 'Error' in l), first[-1] if first else '')[:200]}")
 
 
+ENGINE_FIXTURES = ("engine", "engine_cache_off", "seeded_engine", "tp_ready_engine")
+"""The fixtures below, each serving a family-config from its own engine."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """GPU tests run grouped by family-config, so each engine starts once and serves all of them.
+    """GPU tests run grouped by family-config, and within it by the engine they need (shared,
+    cache off, seeded float32, tensor-parallel), so each engine starts once and serves all of its
+    tests: the cache holds one engine, and going back to one would start it again.
     With --vlcheck-shard, the tests that belong to no family run in shard 1 only."""
     def key(item: pytest.Item):
         callspec = getattr(item, "callspec", None)
@@ -159,10 +165,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if familyless:
             config.hook.pytest_deselected(items=familyless)
             items[:] = [i for i in items if key(i)[0] != ""]
+    def engine(item: pytest.Item) -> int:
+        return next((n for n, name in enumerate(ENGINE_FIXTURES) if name in getattr(item, "fixturenames", ())),
+                    len(ENGINE_FIXTURES))
+
     gpu = [i for i in items if i.get_closest_marker("gpu")]
     if gpu:
         rest = [i for i in items if not i.get_closest_marker("gpu")]
-        items[:] = rest + sorted(gpu, key=key)
+        items[:] = rest + sorted(gpu, key=lambda i: (*key(i), engine(i)))
 
 
 @pytest.fixture(scope="session")
@@ -180,10 +190,11 @@ def weights_mode(pytestconfig) -> str:
     return pytestconfig.getoption("--vlcheck-weights")
 
 
-def start_engine(family, variant, engines, weights_mode, request, **overrides):
+def start_engine(family, variant, engines, weights_mode, request, dtypes=(None,), **overrides):
     """The family-config's engine: skipped when the runner cannot host it (GPUs, weights),
     failed when it does not start (that family's tests only). A declared `generation`
-    deviation (an engine known not to start or serve) turns the failure into a strict xfail."""
+    deviation (an engine known not to start or serve) turns the failure into a strict xfail.
+    `dtypes`: tried in order until one starts (None: the spec's own), recorded as `dtype`."""
     from vlcheck.gpu.engines import EngineUnavailable
     from vlcheck.prompt.requests import example_prompts
     from vlcheck.prompt.templates import TemplateUnavailable
@@ -194,14 +205,23 @@ def start_engine(family, variant, engines, weights_mode, request, **overrides):
     except TemplateUnavailable as err:
         pytest.skip(f"{family.name}: the example renders with the model's chat template: {err}")
     expect_deviation(request, variant, "generation")
-    try:
-        return engines.get(family, variant, weights_mode, **overrides)
-    except EngineUnavailable as err:
-        if err.skip:
-            pytest.skip(str(err))
-        if variant.deviation("generation") is not None:
-            pytest.xfail(f"declared deviation: {variant.deviation('generation')} ({err})")
-        pytest.fail(str(err), pytrace=False)
+    errors = []
+    for dtype in dtypes:
+        try:
+            handle = engines.get(family, variant, weights_mode, **overrides, **({"dtype": dtype} if dtype else {}))
+        except EngineUnavailable as err:
+            if err.skip:
+                pytest.skip(str(err))
+            errors.append(f"{dtype}: {err}" if dtype else str(err))
+            continue
+        if dtype:
+            request.node.user_properties.append(("dtype", dtype))
+        return handle
+    # The mark applied above cannot turn a failed fixture setup into an xfail (pytest evaluates
+    # xfail marks before fixtures run): a declared failure to start is made one here.
+    if variant.deviation("generation") is not None:
+        pytest.xfail(f"declared deviation: {variant.deviation('generation')} ({'; '.join(errors)})")
+    pytest.fail("\n".join(errors), pytrace=False)
 
 
 @pytest.fixture
@@ -219,6 +239,15 @@ def tp_ready_engine(family, variant, engines, request):
         return start_engine(family, variant, engines, "seeded", request, heads=TP_READY_HEADS, tensor_parallel_size=size)
 
     return at
+
+
+@pytest.fixture
+def seeded_engine(family, variant, engines, request):
+    """(engine, dtype): the family-config's seeded checkpoint served in float32, as transformers
+    ran the CPU reference (its own engine: the shared one runs the spec's dtype), or in bfloat16
+    where vLLM refuses float32 (tests/gpu_generation/test_vllm_vs_transformers.py)."""
+    handle = start_engine(family, variant, engines, "seeded", request, dtypes=("float32", "bfloat16"))
+    return handle, dict(request.node.user_properties)["dtype"]
 
 
 @pytest.fixture

@@ -72,3 +72,14 @@ def test_processor_cache_paths_differ_only_where_the_hf_processor_sees_the_text(
             adapter.apply_processor(uncached, prompt, image)
     else:
         assert adapter.apply_processor(uncached, prompt, image) == served
+
+
+def test_an_api_whose_one_generation_is_gone_is_named_as_unknown(monkeypatch):
+    from vlcheck.adapter import generations
+    from vlcheck.adapter.generations import picked, single_generation
+
+    monkeypatch.setattr(generations, "_picked", {})  # this test's records stay out of the install's
+    assert single_generation("test api", "json", "dumps", "any") == "json.dumps (any)"
+    with pytest.raises(SuiteError, match="no generation of test api .*json.no_such_function"):
+        single_generation("test api", "json", "no_such_function", "any")
+    assert picked()["test api"] == "none known (json.no_such_function)"

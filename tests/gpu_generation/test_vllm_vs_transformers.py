@@ -22,33 +22,6 @@ def _requests_or_skip(family, variant):
         pytest.skip(f"{family.name}: the example renders with the model's chat template: {err}")
 
 
-@pytest.fixture
-def seeded_engine(family, variant, engines, request):
-    """The family-config's seeded checkpoint served in float32 (its own engine: the tier's shared
-    one runs the default dtype), falling back to bfloat16 where vLLM refuses float32. Skipped
-    before any engine starts when the example's prompts cannot be made; a declared `generation`
-    deviation (an engine known not to start) turns a failed start into a strict xfail."""
-    from vlcheck.gpu.engines import EngineUnavailable
-
-    _requests_or_skip(family, variant)
-    expect_deviation(request, variant, "generation")
-    errors = []
-    for dtype in ("float32", "bfloat16"):
-        try:
-            handle = engines.get(family, variant, "seeded", dtype=dtype)
-            request.node.user_properties.append(("dtype", dtype))
-            return handle, dtype
-        except EngineUnavailable as err:
-            if err.skip:
-                pytest.skip(str(err))
-            errors.append(f"{dtype}: {err}")
-    # The mark applied above cannot turn a failed fixture setup into an xfail: pytest evaluates
-    # xfail marks before the fixtures run.
-    if variant.deviation("generation") is not None:
-        pytest.xfail(f"declared deviation: {variant.deviation('generation')} ({'; '.join(errors)})")
-    pytest.fail("\n".join(errors), pytrace=False)
-
-
 def test_vllm_matches_transformers_reference(family, variant, seeded_engine, request):
     expect_deviation(request, variant, "vllm_reference")
     handle, dtype = seeded_engine

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from vlcheck.adapter.generations import record, unknown
+from vlcheck.adapter.generations import single_generation
 
 
 def chat_template_fallback(model_type: str, model: str) -> Path | None:
@@ -19,12 +19,8 @@ def chat_template_fallback(model_type: str, model: str) -> Path | None:
 
 @lru_cache(maxsize=None)
 def content_format_generation() -> str:
-    # vllm 0.24, 0.32: vllm.renderers.hf._detect_content_format(template, default=...)
-    try:
-        from vllm.renderers.hf import _detect_content_format  # noqa: F401
-    except ImportError:
-        raise unknown("chat content format", "vllm.renderers.hf._detect_content_format") from None
-    return record("chat content format", "vllm.renderers.hf._detect_content_format (vllm 0.24, 0.32)")
+    # _detect_content_format(template, default=...)
+    return single_generation("chat content format", "vllm.renderers.hf", "_detect_content_format", "vllm 0.24, 0.32")
 
 
 def chat_template_content_format(chat_template: str) -> str:

@@ -7,7 +7,7 @@ import dataclasses
 from functools import lru_cache
 from importlib.metadata import version as dist_version
 
-from vlcheck.adapter.generations import record, unknown
+from vlcheck.adapter.generations import record, single_generation
 
 
 @lru_cache(maxsize=None)
@@ -46,12 +46,8 @@ def shutdown_engine(llm) -> None:
 
 @lru_cache(maxsize=None)
 def cleanup_generation() -> str:
-    # vllm 0.24, 0.32: vllm.distributed.parallel_state.cleanup_dist_env_and_memory
-    try:
-        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory  # noqa: F401
-    except ImportError:
-        raise unknown("engine cleanup", "vllm.distributed.parallel_state.cleanup_dist_env_and_memory") from None
-    return record("engine cleanup", "vllm.distributed.parallel_state.cleanup_dist_env_and_memory (vllm 0.24, 0.32)")
+    return single_generation("engine cleanup", "vllm.distributed.parallel_state", "cleanup_dist_env_and_memory",
+                             "vllm 0.24, 0.32")
 
 
 def release_engine_memory() -> None:

@@ -8,6 +8,7 @@ ran, and a shim that found no generation it knows is named there, not hidden in 
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 from vlcheck.core.results import SuiteError
@@ -28,6 +29,16 @@ def unknown(api: str, what_was_looked_for: str) -> SuiteError:
     """The error a shim raises when the installed packages have none of the generations it knows."""
     record(api, f"none known ({what_was_looked_for})")
     return SuiteError(f"vlcheck's adapter knows no generation of {api} for this install: {what_was_looked_for}")
+
+
+def single_generation(api: str, module: str, name: str, versions: str) -> str:
+    """An API with one known generation, `module.name`: recorded when it imports (`versions`: where
+    it was measured), the unknown-generation error otherwise."""
+    try:
+        getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        raise unknown(api, f"{module}.{name}") from None
+    return record(api, f"{module}.{name} ({versions})")
 
 
 def detect_all(detectors: dict[str, Callable[[], str]]) -> dict[str, str]:
