@@ -356,6 +356,7 @@ def _read_recipe(r: _Reader | None) -> Recipe | None:
         video_processor=r.get("video_processor", dict, {}),
         token_positions=r.get("token_positions", dict, {}),
         config_class=r.get("config_class", str),
+        hub_remote_code=r.get("hub_remote_code", bool, False),
         remote_code=r.get("remote_code", dict, {}),
         saved_config_keys=r.get("saved_config_keys", dict, {}),
         tokenizer=r.get("tokenizer", dict, {}),
@@ -363,8 +364,9 @@ def _read_recipe(r: _Reader | None) -> Recipe | None:
         unsupported=r.get("unsupported", str),
     )
     r.done()
-    if recipe.model_type is None and recipe.unsupported is None:
-        raise SpecError(r.path, r.field("model_type"), "set the transformers model_type, or `unsupported` with the reason")
+    if recipe.model_type is None and recipe.unsupported is None and not recipe.hub_remote_code:
+        raise SpecError(r.path, r.field("model_type"),
+                        "set the transformers model_type, `hub_remote_code = true`, or `unsupported` with the reason")
     return recipe
 
 

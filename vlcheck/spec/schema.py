@@ -338,7 +338,7 @@ class Recipe:
     `[synthetic]` table. Sizes are shrunk generically; this holds what cannot be guessed."""
 
     model_type: str | None = None
-    """The transformers config class key (`qwen2_vl`, `llava`, ...)."""
+    """The transformers config class key (`qwen2_vl`, `llava`, ...); not needed with `hub_remote_code`."""
 
     config: dict[str, Any] = field(default_factory=dict)
     """Config overrides applied after shrinking, by dotted path (`"text_config.rope_scaling"`)."""
@@ -375,6 +375,15 @@ class Recipe:
 
     config_class: str | None = None
     """The config class by import path, for a model type neither registry knows."""
+
+    hub_remote_code: bool = False
+    """The config, processor and image processor are the model's own remote code (its `auto_map`
+    in config.json / processor_config.json / preprocessor_config.json), read from the HF cache for
+    the variant's `model` (`vlcheck.checkpoints.remote_code`): the real config is loaded with
+    trust_remote_code and shrunk, the real image processor settings kept (`image_processor`
+    overrides them), and the remote files are shipped in the checkpoint and hashed into its name.
+    Where a file is not in the cache, the checks that need the checkpoint skip naming it. With
+    `unsupported` too, the skip reason adds which remote files are missing (computed at run time)."""
 
     remote_code: dict[str, str] = field(default_factory=dict)
     """Auto classes shipped as the checkpoint's own code (loaded with trust_remote_code): auto class
