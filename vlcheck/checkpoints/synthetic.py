@@ -28,8 +28,15 @@ from vlcheck.prompt.render import IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, VIDEO_Q
 from vlcheck.spec.schema import FamilySpec, Recipe, Variant
 
 CACHE_ENV = "VLCHECK_CACHE"
-# The builder's own source is part of every checkpoint's content hash: editing it rebuilds.
-BUILDER_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+_HERE = Path(__file__).resolve().parent
+BUILDER_CODE = (_HERE / "synthetic.py", _HERE / "seeded.py", _HERE.parent / "adapter" / "hf_classes.py",
+                _HERE.parent / "adapter" / "configs.py", _HERE.parent / "adapter" / "numerics.py")
+"""The code a build runs (the builder, and the adapter modules it reaches vLLM's and transformers'
+config and processor classes through): part of every checkpoint's key, so editing it rebuilds."""
+BUILDER_HASH = hashlib.sha256(b"".join(p.read_bytes() for p in BUILDER_CODE)).hexdigest()[:12]
+BUILD_PACKAGES = ("vllm", "transformers", "tokenizers", "torch")
+"""The packages a build uses: vLLM's config and processor classes, transformers' ones, the
+tokenizer trainer, the weights' random draws. A venv of other versions gets its own checkpoints."""
 SPECIAL_TOKEN = re.compile(r"<\|[^<>]+?\|>|<[^<>\s]+?>|\[[A-Z_]+\]|<｜[^<>]+?｜>")
 
 # Generic shrinking: every (sub-)config gets these where it has the key.
@@ -75,10 +82,22 @@ def special_tokens_of(spec: FamilySpec, variant: Variant, recipe: Recipe) -> lis
     return list(dict.fromkeys(found))
 
 
-def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool, heads: int | None = None) -> str:
-    import transformers
+def build_versions() -> dict[str, str | None]:
+    from importlib import metadata
 
-    content = {"builder": BUILDER_HASH, "transformers": transformers.__version__,
+    versions = {}
+    for package in BUILD_PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool, heads: int | None = None) -> str:
+    """Every input of the build: the builder's code, the packages it uses, the recipe, the tokens
+    the spec's prompts need, the weights' initialisation and the head count."""
+    content = {"builder": BUILDER_HASH, "packages": build_versions(),
                "architecture": variant.architecture, "recipe": recipe.__dict__,
                "tokens": special_tokens_of(spec, variant, recipe), "weights": weights}
     if heads is not None:
