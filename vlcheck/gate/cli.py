@@ -100,7 +100,7 @@ CHECK_EXIT = {"ok": 0, "error": 3, "fail": 4}
 def cmd_check(args) -> int:
     from vlcheck.core.results import Status
     from vlcheck.gate import report
-    from vlcheck.gate.checks import cpu_checks, gpu_checks, informational_facts, run_checks, unloadable
+    from vlcheck.gate.checks import cpu_checks, gpu_checks, informational_facts, run_checks, tolerances, unloadable
 
     families = {n: get_family(n) for n in args.family} if args.family else all_families()
     broken = {} if args.family else spec_errors()
@@ -126,7 +126,7 @@ def cmd_check(args) -> int:
             print(line, file=sys.stderr, flush=True)
 
     try:
-        results = run_checks(families.values(), checks, engines, progress)
+        results = run_checks(families.values(), checks, engines, progress, jobs=1 if args.gpu else args.jobs)
         results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
     finally:
         if engines:
@@ -134,7 +134,7 @@ def cmd_check(args) -> int:
     if sys.stderr.isatty():
         print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
     rep = report.build(results, list(checks), families, unloadable=list(broken),
-                       informational=informational_facts(checks))
+                       informational=informational_facts(checks), tolerances=tolerances(checks))
     if args.shard:
         rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
     write_report(rep, args.json, args.html, args.markdown)
@@ -244,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
     p.add_argument("--shard", type=_shard, metavar="I/N",
                    help="only shard I of N (whole families, balanced by measured durations); join with `vlcheck merge`")
+    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                   help="run the CPU checks of N families at a time, in worker processes (default 1; not with --gpu)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("merge", help="combine the `check --shard I/N --json` reports of all shards into one report")

@@ -109,7 +109,8 @@ class Baseline:
             informational = set(self.report.get("informational", {}).get(check, ()))
             prefix = f"{kind}." if kind and cell.get("variants") else None
             diff.compare_facts(d, result.family, label, diff._facts(cell, prefix, informational),
-                               diff._facts({"data": result.data}, prefix, informational))
+                               diff._facts({"data": result.data}, prefix, informational),
+                               self.report.get("tolerances", {}).get(check))
         d.apply(self.accepted)
         first = _headline(result, variant)
         if d.not_run:
