@@ -22,6 +22,10 @@ def pytest_configure(config: pytest.Config) -> None:
         import os
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if config.getoption("--vlcheck-baseline"):  # a bad baseline stops the session before it starts
+        from vlcheck.gate.testing import baseline_of
+
+        baseline_of(config)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
