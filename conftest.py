@@ -22,6 +22,10 @@ def pytest_configure(config: pytest.Config) -> None:
         import os
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if config.getoption("--vlcheck-baseline"):  # a bad baseline stops the session before it starts
+        from vlcheck.gate.testing import baseline_of
+
+        baseline_of(config)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,6 +45,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-shard", type=_shard, default=None, metavar="I/N",
                     help="run shard I of N: whole families, balanced by measured durations (vlcheck/gate/shard.py); "
                          "tests that belong to no family run in shard 1")
+    group.addoption("--vlcheck-baseline", metavar="FILE", default=None,
+                    help="compare with this report (`vlcheck check --json` on the versions you run today) instead of "
+                         "the repo's snapshots, which are the pinned reference's: the catalogue's checks pass where "
+                         "they behave as in it, by vlcheck diff's rules")
+    group.addoption("--vlcheck-accepted", metavar="FILE", default=None,
+                    help="with --vlcheck-baseline: a TOML file of reviewed, accepted changes (see vlcheck diff --accepted)")
     group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
                     help="GPU tier: compare each family-config served at tensor_parallel_size N with TP=1 "
                          "(tests/gpu_generation/test_tensor_parallel.py; N GPUs per family-config)")
