@@ -108,6 +108,7 @@ def gpu_checks(weights: str) -> tuple[dict[str, Check], Callable[[], None]]:
     Returns the checks and a function that frees the last engine."""
     from vlcheck.gpu import gpu_checks as g
     from vlcheck.gpu.engines import EngineCache, EngineUnavailable
+    from vlcheck.gpu.watchdog import EngineDied
     from vlcheck.prompt.templates import TemplateUnavailable
 
     engines = EngineCache()
@@ -118,8 +119,9 @@ def gpu_checks(weights: str) -> tuple[dict[str, Check], Callable[[], None]]:
             try:
                 handle = engines.get(spec, variant, weights)
                 result = body(variant, handle)
-            except EngineUnavailable as err:
-                result = CheckResult(spec.name, check, Status.SKIP if err.skip else Status.FAIL, str(err))
+            except (EngineUnavailable, EngineDied) as err:
+                skip = isinstance(err, EngineUnavailable) and err.skip
+                result = CheckResult(spec.name, check, Status.SKIP if skip else Status.FAIL, str(err))
                 # an engine known not to start: every GPU check of the variant shares that deviation
                 result = declared_deviation(result, variant, declared_as="generation")
             except TemplateUnavailable as err:
