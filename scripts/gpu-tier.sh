@@ -48,7 +48,8 @@ visible_gpus() {
 }
 read -ra gpus <<< "${GPUS:-$(visible_gpus)}"
 [ "${#gpus[@]}" -gt 0 ] || { echo "no GPU visible (set GPUS)"; exit 2; }
-default_jobs=$(( $(nproc) / ${#gpus[@]} )); [ "$default_jobs" -ge 1 ] || default_jobs=1
+# getconf, not nproc: nproc obeys OMP_NUM_THREADS, set to 1 above
+default_jobs=$(( $(getconf _NPROCESSORS_ONLN) / ${#gpus[@]} )); [ "$default_jobs" -ge 1 ] || default_jobs=1
 [[ " $* " == *" --vlcheck-weights real "* ]] && default_jobs=1
 jobs_per_gpu=${JOBS:-$default_jobs}
 

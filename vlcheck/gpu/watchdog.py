@@ -101,7 +101,7 @@ class Watchdog:
         self._main = threading.main_thread().ident
         self._previous_handler = None
         self._seen: list = []  # every process the start created, alive or not
-        self._detected_at = 0.0
+        self._detected_at = self._armed_at = 0.0
         self.died_after_s: float | None = None
         """Seconds from noticing the death to raising it in the main thread."""
 
@@ -160,7 +160,8 @@ class Watchdog:
             raise EngineDied(self.dead)
 
     def _arm(self, what: str, timeout: float) -> None:
-        self._what, self._deadline, self._armed = what, time.monotonic() + timeout, True
+        self._armed_at = time.monotonic()
+        self._what, self._deadline, self._armed = what, self._armed_at + timeout, True
 
     def _disarm(self) -> None:
         self._armed, self._deadline = False, None
@@ -199,7 +200,8 @@ class Watchdog:
 
     def _declare(self, headline: str) -> None:
         self._detected_at = time.monotonic()
-        self.dead = f"{headline}. Its last words ({self.log}):\n{last_words(self.log)}"
+        into = f" ({self._detected_at - self._armed_at:.1f} s into it)" if self._armed else ""
+        self.dead = f"{headline}{into}. Its last words ({self.log}):\n{last_words(self.log)}"
         if self._armed:
             signal.pthread_kill(self._main, INTERRUPT)
 
