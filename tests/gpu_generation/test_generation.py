@@ -26,8 +26,9 @@ def test_requests_complete_with_processor_token_counts(family, variant, engine, 
 
 
 def test_greedy_outputs_match_golden(family, variant, engine, request):
-    """Token ids and top-5 logprobs: an exact repeat of a golden recorded on the same vLLM, torch
-    and GPU; within `goldens.NOISE_TOLERANCE` of one recorded elsewhere. A declared `golden`
+    """Token ids and top-5 logprobs within measured noise of the golden: `goldens.REPEAT_TOLERANCE`
+    of one recorded on the same vLLM, torch and GPU, `goldens.NOISE_TOLERANCE` of one recorded
+    elsewhere (vLLM's top-5-membership rule let a 1% vision-encoder change through). A declared `golden`
     deviation (dummy weights give outputs that cannot be a golden, e.g. NaN) covers vLLM's dummy
     weights only, and only its modalities."""
     actual = {r.shape: r.outputs for r in generation_runs(family, variant, engine)}
@@ -54,8 +55,8 @@ def test_greedy_outputs_match_golden(family, variant, engine, request):
                     "--vlcheck-update-goldens and review it", pytrace=False)
     recorded_on, outputs = stored
     assert set(actual) == set(outputs), f"request shapes {sorted(actual)}, golden has {sorted(outputs)}"
-    tolerance = None if goldens.same_environment(recorded_on, now) else goldens.NOISE_TOLERANCE
-    request.node.user_properties.append(("golden_rule", "exact" if tolerance is None else f"within {tolerance} nats"))
+    tolerance = goldens.tolerance_for(recorded_on, now)
+    request.node.user_properties.append(("golden_rule", f"within {tolerance} nats"))
     for shape in actual:
         problems[modality_of(shape)] += [f"{shape}: {p}" for p in goldens.compare_golden(outputs[shape], actual[shape], tolerance)]
         request.node.user_properties.append((f"golden_distance {shape}", goldens.largest_difference(outputs[shape], actual[shape])))

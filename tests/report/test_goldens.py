@@ -3,8 +3,8 @@ and vLLM's check_logprobs_close for two implementations."""
 
 import json
 
-from vlcheck.gpu.goldens import (NOISE_TOLERANCE, compare_golden, largest_difference, load, logprobs_close,
-                                 same_environment, save, unusable, within_noise)
+from vlcheck.gpu.goldens import (NOISE_TOLERANCE, REPEAT_TOLERANCE, compare_golden, largest_difference, load,
+                                 logprobs_close, same_environment, save, tolerance_for, unusable, within_noise)
 
 
 def output(tokens, tops, prompt_tokens=10):
@@ -96,3 +96,4 @@ def test_goldens_keep_where_they_were_recorded_and_old_ones_still_load(tmp_path)
     (tmp_path / "old.json").write_text(json.dumps({"image x1": GOLDEN}))
     assert load(tmp_path / "old.json") == (None, {"image x1": GOLDEN}) and not same_environment(None, here)
     assert load(tmp_path / "absent.json") is None
+    assert tolerance_for(recorded_on, here) == REPEAT_TOLERANCE < tolerance_for(None, here) == NOISE_TOLERANCE

@@ -46,10 +46,12 @@ and dummy weights keep the example's dtype."""
 FLOAT32_ENV = {"NVIDIA_TF32_OVERRIDE": "0"}
 """A float32 engine computes in float32: cuDNN runs float32 convolutions (every vision tower's
 patch embedding, Chameleon's VQ encoder) in TF32 by default (PyTorch's cudnn.allow_tf32), with
-10-bit mantissas. Chameleon's VQ tokenizer then picked 4 other codes of 1024 than transformers in
-float32 on CPU and its first-step logprobs moved by up to 0.14 nats (transformers on CPU with its
-convolutions rounded to TF32 flips 4 codes too: 137 -2.6226 -> -2.3868). The engine's processes
-inherit the setting; the CPU side is unaffected."""
+10-bit mantissas. Chameleon's VQ tokenizer (its synthetic 64-code codebook has near-ties: 168 of
+1024 positions within 1e-3 relative distance) then picked other codes than transformers in
+float32 on CPU, and vLLM's first-step logprobs lay 0.06-0.14 nats from transformers' (H200). On
+CPU, transformers with its convolutions rounded to TF32 flips 4 codes: 137 -2.6226 -> -2.3868.
+With TF32 off the H200 agrees with transformers within 0.0071 nats; with it on, the comparison
+fails again (same run). The engine's processes inherit the setting; the CPU side is unaffected."""
 
 DUMMY_WEIGHTS_NOTE = ("served with vLLM's dummy weights: every output is the same whatever the input, so "
                       "greedy outputs and goldens cannot detect a numerical change (use seeded weights)")

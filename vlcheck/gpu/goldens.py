@@ -1,14 +1,21 @@
 """Greedy goldens: generated token ids and top-5 logprobs of the example's requests, recorded with
-the environment that made them (vLLM, torch, GPU).
+the environment that made them (vLLM, torch, GPU, dtype).
 
-Two rules, by what may legitimately differ:
-- Same vLLM, torch and GPU, same weights: nothing. A fresh engine computes the same batch with
-  the same kernels, so the repeat must be exact (`compare_golden` with `tolerance=None`).
-- A golden recorded elsewhere (another vLLM release, torch, GPU): every top-5 logprob within
-  `NOISE_TOLERANCE` of the golden's, and a different token only where the golden had a near-tie
-  (`within_noise`). The tolerance is derived from measured noise, not from top-5 membership:
-  vLLM's `check_logprobs_close` (`logprobs_close`, kept for vLLM against transformers, where the
-  implementations differ) lets a 1% change of a vision encoder's output through.
+The rule is measured noise, not top-5 membership: every top-5 logprob within a tolerance of the
+golden's, and a different token only where the golden had a near-tie (`within_noise`). vLLM's
+`check_logprobs_close` (`logprobs_close`, kept for vLLM against transformers and TP=N against
+TP=1, where the implementations differ) lets a 1% change of a vision encoder's output through.
+
+Measured on H200s (vLLM 0.24.0, torch 2.11.0, float32 with TF32 off, seeded weights, 45
+family-configs), in nats, the largest difference of any top-5 logprob before the first differing
+token:
+- the same requests on the same engine, batched as in the golden vs each alone: 0 to 0.0034
+  (qwen3_vl image); the batch a request lands in is not fixed: vLLM's engine core schedules
+  requests as they arrive, so two runs on two H200s differed by up to 0.0009 (llava multi_image,
+  12 shapes), and an exact repeat holds only where the batches happen to repeat;
+- vLLM against transformers on CPU (another implementation) where they agree: 0.0009 to 0.0127;
+- the vision encoder's or projector's output scaled by 1.01 (qwen2_vl, idefics3, mistral3):
+  0.018 to 0.056.
 """
 
 from __future__ import annotations
@@ -22,14 +29,13 @@ from vlcheck.prompt.snapshots import SNAPSHOT_ROOT
 GOLDEN_ROOT = SNAPSHOT_ROOT / "gpu_goldens"
 LOGPROB_DECIMALS = 6
 """float32 logprobs carry ~7 significant digits: 6 decimals keep an exact repeat exact."""
-NOISE_TOLERANCE = 2e-3
-"""Nats. Measured on one H200 (vLLM 0.24.0, float32, seeded weights, every family-config that
-agrees with transformers): the largest difference of any top-5 logprob, at any of the 8 greedy
-steps, (a) between vLLM and transformers on CPU, two different implementations, and (b) between
-a request batched as in the golden and the same request alone (other GEMM shapes, other
-reduction orders). See README "Goldens" for the numbers; the tolerance is 10x the larger. A
-release that changes kernels, not the model, stays within it; a 1% change of a vision encoder's
-output does not (README, same section)."""
+REPEAT_TOLERANCE = 0.005
+"""Nats, same vLLM, torch, GPU and dtype: 1.5 x the largest batch-composition noise measured
+(0.0034), a third of the smallest 1.01-scaling effect (0.018)."""
+NOISE_TOLERANCE = 0.01
+"""Nats, a golden recorded on another vLLM, torch or GPU: 3 x the largest same-version noise,
+under the smallest 1.01-scaling effect; a release that moves the numerics as far as another
+implementation does (up to 0.0127) is shown, not passed."""
 
 
 def golden_path(weights: str, name: str) -> Path:
@@ -78,6 +84,10 @@ def _common(golden: list[dict], actual: list[dict]) -> list[str]:
 def largest_move(g_top: dict[str, float], a_top: dict[str, float]) -> float:
     """The largest difference of a logprob both top-k lists hold."""
     return max((abs(g_top[t] - a_top[t]) for t in g_top.keys() & a_top.keys()), default=0.0)
+
+
+def tolerance_for(recorded_on: dict | None, now: dict[str, str]) -> float:
+    return REPEAT_TOLERANCE if same_environment(recorded_on, now) else NOISE_TOLERANCE
 
 
 def compare_golden(golden: list[dict], actual: list[dict], tolerance: float | None) -> list[str]:
