@@ -307,12 +307,14 @@ class Engines:
 
     def run(self, check: Check, spec: FamilySpec, variant: Variant) -> CheckResult:
         from vlcheck.gpu.engines import EngineUnavailable
+        from vlcheck.gpu.watchdog import EngineDied
         from vlcheck.prompt.templates import TemplateUnavailable
 
         try:
             handle = self.cache.get(spec, variant, self.weights)
-        except EngineUnavailable as err:
-            result = CheckResult(spec.name, check.name, Status.SKIP if err.skip else Status.FAIL, str(err))
+        except (EngineUnavailable, EngineDied) as err:
+            skip = isinstance(err, EngineUnavailable) and err.skip
+            result = CheckResult(spec.name, check.name, Status.SKIP if skip else Status.FAIL, str(err))
             # an engine known not to start: every GPU check of the variant shares that deviation
             return declared_deviation(declared_deviation(result, variant, declared_as="generation"), variant)
         except TemplateUnavailable as err:
@@ -324,6 +326,9 @@ class Engines:
         def run(spec, variant, handle):
             try:
                 return check.run(spec, variant, handle)
+            except EngineDied as err:  # the engine died under this request: vLLM's failure, with its last words
+                return declared_deviation(CheckResult(spec.name, check.name, Status.FAIL, str(err)), variant,
+                                          declared_as="generation")
             except TemplateUnavailable as err:
                 return CheckResult(spec.name, check.name, Status.SKIP, f"[{variant.kind}] {err}")
             except Exception as err:  # noqa: BLE001 - a request the engine rejected fails; vlcheck's crash is an error
