@@ -28,8 +28,11 @@ def check_spec(spec: FamilySpec) -> CheckResult:
 
     facts = {"prompts": prompt_document(spec).splitlines()}
     problems, checked = [], 0
+    if all(v.source is None for v in spec.variants):
+        return CheckResult(spec.name, "spec", Status.PASS, "loaded; your own model: no vLLM example to compare with"
+                           + (f" (based on {spec.base})" if spec.base else ""), data=facts)
     for variant in spec.variants:
-        if seeds.load_seed(variant.source.seed) is None:
+        if variant.source is None or seeds.load_seed(variant.source.seed) is None:
             continue
         problems += compare(spec, variant)
         checked += 1

@@ -57,7 +57,8 @@ def variant_sections(spec: FamilySpec, variant: Variant):
 
 def section_title(variant: Variant, modality: str, count: int) -> str:
     items = f"{count} item" + ("s" if count > 1 else "")
-    return f"[{variant.kind} · seed {variant.source.seed}:{variant.source.function} · {modality} · {items}]"
+    source = f"seed {variant.source.seed}:{variant.source.function}" if variant.source else "own model"
+    return f"[{variant.kind} · {source} · {modality} · {items}]"
 
 
 def prompt_document(spec: FamilySpec) -> str:
