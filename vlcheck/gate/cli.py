@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("merge", parents=common,
                        help="combine the `check --shard I/N --json` reports of all shards into one report")
-    p.add_argument("reports", nargs="+", metavar="REPORT")
+    p.add_argument("reports", nargs="+", metavar="REPORT", help="the `check --shard I/N --json` reports, one per shard")
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the merged report (JSON, a `vlcheck diff` input)")
     p.add_argument("--html", metavar="FILE", help="also write it as a self-contained HTML report")
     p.add_argument("--markdown", metavar="FILE", help="also write it as a Markdown report")
@@ -295,12 +295,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("show", parents=common, help="one family's resolved spec, as JSON")
-    p.add_argument("family")
+    p.add_argument("family", help="the family (`vlcheck list` names them)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("render", parents=common, help="the exact prompt strings of a family's example")
-    p.add_argument("family")
-    p.add_argument("--modality", choices=["image", "video"], default="image")
+    p.add_argument("family", help="the family (`vlcheck list` names them)")
+    p.add_argument("--modality", choices=["image", "video"], default="image",
+                   help="the prompts for this modality's requests (default: image)")
     p.add_argument("--images", type=int, metavar="N",
                    help="render the multi-image example with N images (default: the single-input example)")
     p.add_argument("--question", action="append", metavar="TEXT",

@@ -38,7 +38,7 @@ from vlcheck.spec.schema import (
     USER_PROMPT,
     Variant,
 )
-from vlcheck.spec.models import architecture_of, local_dir, model_config, resolve_model
+from vlcheck.spec.models import architecture_of, is_path, local_dir, model_config, resolve_model
 
 BUILTIN_SPEC_DIR = Path(__file__).parents[1] / "specs"
 SPEC_PATH_ENV = "VLCHECK_SPEC_PATH"
@@ -261,7 +261,8 @@ def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant
         if architecture is None:
             architecture = architecture_of(config)
         if architecture is None:
-            where = "its folder has no readable config.json" if local_dir(model) else "its config.json is not in the HF cache"
+            where = ("its folder has no readable config.json" if local_dir(model) else "no such folder" if is_path(model)
+                     else "its config.json is not in the HF cache")
             raise SpecError(r.path, r.field("architecture"), f"missing, and {model}: {where}; set `architecture`")
         base = _builtin_base(r.path, base_name, architecture, (config or {}).get("model_type"))
     inherited = _base_variant(base, kind)
