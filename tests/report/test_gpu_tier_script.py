@@ -4,6 +4,7 @@ which GPUs each family-config process saw and when it ran."""
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -28,7 +29,8 @@ def _run_tier(tmp_path, gpus, jobs, *pytest_args, shard=None):
     (bin_dir / "timeout").write_text(STAND_IN)
     (bin_dir / "timeout").chmod(0o755)
     log, out = tmp_path / "runs.log", tmp_path / "out"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STAND_IN_LOG": str(log), "OUT": str(out),
+    # the script's python3 must be this interpreter (its venv), activated or not
+    env = {**os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}", "STAND_IN_LOG": str(log), "OUT": str(out),
            "GPUS": gpus, "JOBS": str(jobs), "FAMILIES": FAMILIES, "SHARD": shard or ""}
     done = subprocess.run(["bash", str(REPO / "scripts" / "gpu-tier.sh"), *pytest_args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)

@@ -67,24 +67,34 @@ def test_html_shows_every_family_and_the_json_counts(rep):
     assert page.links and set(page.links) <= page.anchors  # every failure/skip links to its detail
 
 
-def test_markdown_lists_declared_deviations(rep):
-    text = report.to_markdown(rep)
-    assert "### Declared deviations" in text and "**llava** template" in text
-
-
 def _with_status(rep, family, check, status, reason="broken"):
     new = copy.deepcopy(rep)
     new["families"][family]["checks"][check].update(status=status, reason=reason)
     return new
 
 
+def _passing(rep, *families, check="template"):
+    """The report with these cells passing: without the HF cache a template check skips, and the
+    diff rules below are about cells that were fine before."""
+    for family in families:
+        rep = _with_status(rep, family, check, "pass", "hand == template")
+    return rep
+
+
+def test_markdown_lists_declared_deviations(rep):
+    text = report.to_markdown(_with_status(rep, "llava", "template", "declared deviation", "a space, not a newline"))
+    assert "### Declared deviations" in text and "**llava** template" in text
+
+
 def test_diff_flags_a_newly_failing_check(rep):
+    rep = _passing(rep, "qwen2_vl")
     d = diff.compare(rep, _with_status(rep, "qwen2_vl", "template", "fail"))
     assert d.regressed and d.regressions == ["qwen2_vl template: pass -> fail: broken"]
     assert diff.to_markdown(d).startswith("## vlcheck diff: ❌ REGRESSED") and d.verdict == "REGRESSED"
 
 
 def test_diff_pass_to_deviation_is_a_regression_and_skip_is_lost_coverage(rep):
+    rep = _passing(rep, "qwen2_vl", "qwen2_5_vl")
     new = _with_status(_with_status(rep, "qwen2_vl", "template", "declared deviation"), "qwen2_5_vl", "template", "skip")
     d = diff.compare(rep, new)
     assert [r.split(":")[0] for r in d.regressions] == ["qwen2_vl template"]

@@ -66,7 +66,7 @@ def cache_root() -> Path:
 def special_tokens_of(spec: FamilySpec, variant: Variant, recipe: Recipe) -> list[str]:
     """Every special-token-looking piece of the family's prompts, placeholders and stops."""
     texts = [variant.prompt.template or "", variant.prompt.content, variant.prompt.system or ""]
-    texts += [m.render(2) for m in variant.modalities.values()]
+    texts += [m.render(2) for m in variant.modalities.values() if not m.matched_as_text]
     texts += list(variant.stop_tokens or ())
     found: list[str] = []
     for text in texts:

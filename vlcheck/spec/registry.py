@@ -223,6 +223,7 @@ def _read_modality(r: _Reader) -> MediaPlaceholder:
         engine_args=r.get("engine_args", dict, {}),
         implicit=r.get("implicit", bool, False),
         video_metadata=r.get("video_metadata", bool, False),
+        matched_as_text=r.get("matched_as_text", bool, False),
     )
     r.done()
     if part is not None and part.get("type") not in MODALITIES:

@@ -72,6 +72,12 @@ class MediaPlaceholder:
     (PaliGemma, Fuyu, BLIP-2, Florence-2). Without it, a prompt lacking `{placeholder}` is a
     spec error."""
 
+    matched_as_text: bool = False
+    """vLLM's processor finds this placeholder by its text, tokenized in context, rather than as one
+    special token, so its `<...>` pieces need not be tokens of the model's tokenizer (MiniCPM-V 2.6's
+    `(<video>./</video>)`: its tokenizer has no `<video>`). The stops check then leaves the pieces
+    alone, and the synthetic tokenizer does not make them special tokens, as the real one does not."""
+
     def render(self, count: int) -> str:
         """The placeholder text for `count` items: numbered from 1, joined by the separator."""
         return self.separator.join(self.text.replace("{i}", str(i)) for i in range(1, count + 1))
