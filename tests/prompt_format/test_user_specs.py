@@ -149,10 +149,11 @@ def test_template_and_stops_conform_on_a_model_folder(tmp_path):
                      "<|im_end|>\n<|im_start|>assistant\n")
     stops = stop_conformance(spec, spec.single)
     assert stops.status is Status.PASS and stops.data["single.stop_id_tokens"] == {"5": "<|im_end|>"}, stops.reason
-    # the model's generation_config ends on <|im_end|> (5): a spec stopping elsewhere is told so
-    spec = load_spec(spec_file(tmp_path, body.replace("stop_token_ids = [5]", "stop_token_ids = [4]")))
+    assert stops.data["single.vllm_stop_ids"] == [2, 5] and stops.data["single.model_eos_source"] == "generation_config.json"
+    # a stop token the model's tokenizer does not have is a finding
+    spec = load_spec(spec_file(tmp_path, body.replace("stop_token_ids = [5]", 'stop_tokens = ["<|eot|>"]')))
     stops = stop_conformance(spec, spec.single)
-    assert stops.status is Status.FAIL and "the model's eos 5 (<|im_end|>)" in stops.reason, stops.reason
+    assert stops.status is Status.FAIL and "stop token '<|eot|>' is not a token of" in stops.reason, stops.reason
 
 
 def test_with_user_folders_the_default_selection_is_theirs(tmp_path, monkeypatch):
