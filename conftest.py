@@ -8,11 +8,17 @@ from __future__ import annotations
 import pytest
 
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 
 from vlcheck.gate.testing import expect_deviation, is_suite_crash
-from vlcheck.prompt.snapshots import FamilySnapshot
-from vlcheck.spec.registry import SpecError, all_families, spec_errors
+from vlcheck.prompt.snapshot_files import FamilySnapshot
+from vlcheck.spec.registry import SpecError, all_families, default_selection, spec_errors
 from vlcheck.spec.schema import config_id
+
+# The installed vlcheck registers its pytest plugin (pyproject's pytest11 entry point); an install
+# made before it had one (an editable install of an older checkout) gets it from here.
+pytest_plugins = ([] if any(ep.value == "vlcheck.gate.pytest_plugin" for ep in entry_points(group="pytest11"))
+                  else ["vlcheck.gate.pytest_plugin"])
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,9 +63,10 @@ def _shard(text: str):
 
 def selected_families(config: pytest.Config) -> list[str]:
     """The selected family names, those whose spec does not load included."""
-    names = sorted([*all_families(), *spec_errors()], key=str.lower)
+    names = default_selection()
     wanted = config.getoption("--vlcheck-family")
     if wanted:
+        names = sorted([*all_families(), *spec_errors()], key=str.lower)
         unknown = sorted(set(wanted) - set(names))
         if unknown:
             raise pytest.UsageError(f"--vlcheck-family: unknown family {', '.join(unknown)}")
