@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from vlcheck.gate.testing import expect_deviation, is_suite_crash
+from vlcheck.gpu.engines import WEIGHTS, WEIGHTS_HELP
 from vlcheck.spec.registry import SPEC_PATH_ENV, SpecError, add_spec_dirs, all_families, default_selection, spec_errors
 from vlcheck.spec.schema import config_id
 
@@ -30,10 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="only check these families (repeatable); default: all specs")
     group.addoption("--vlcheck-variant", choices=("single", "multi_image"), default=None,
                     help="only this example of each family (the GPU runner uses one process per family-config)")
-    group.addoption("--vlcheck-weights", choices=("auto", "real", "synthetic", "seeded"), default="auto",
-                    help="GPU tier: auto (default) = real checkpoints where in the HF cache, else synthetic ones "
-                         "with seeded weights (dummy where none can be drawn); real; seeded; synthetic = vLLM's "
-                         "dummy loading, whose outputs cannot detect numerical changes")
+    group.addoption("--vlcheck-weights", choices=WEIGHTS, default="auto", help="GPU tier: " + WEIGHTS_HELP)
     group.addoption("--vlcheck-update-goldens", action="store_true",
                     help="GPU tier: record greedy goldens instead of comparing with them")
     group.addoption("--vlcheck-cache-off", action="store_true",
