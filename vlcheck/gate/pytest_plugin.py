@@ -22,7 +22,8 @@ from vlcheck.gpu.engines import WEIGHTS, WEIGHTS_HELP
 from vlcheck.spec.registry import SPEC_PATH_ENV, SpecError, add_spec_dirs, all_families, default_selection, spec_errors
 from vlcheck.spec.schema import config_id
 
-TIER = Path(__file__).resolve().parent / "tier" / "test_tier.py"
+TIER = Path(__file__).resolve().parent / "tier"
+"""Collected as a folder: its tests then read `test_tier.py::...` (a file outside the rootdir reads `::...`)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
