@@ -160,7 +160,7 @@ def test_with_user_folders_the_default_selection_is_theirs(tmp_path, monkeypatch
     model_folder(tmp_path)
     spec_file(tmp_path, '[single]\nmodel = "../models/my-ft"\n')
     spec_file(tmp_path, '[single]\nmodle = "x"\n', name="broken_one")
-    monkeypatch.delenv(SPEC_PATH_ENV, raising=False)
+    monkeypatch.setenv(SPEC_PATH_ENV, "")
     assert len(default_selection()) == len(all_families()) > 60
     add_spec_dirs([tmp_path / "specs"])
     assert default_selection() == ["broken_one", "my_ft"]
@@ -170,7 +170,7 @@ def test_with_user_folders_the_default_selection_is_theirs(tmp_path, monkeypatch
 
 
 def test_list_shows_the_specs_that_do_not_load(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv(SPEC_PATH_ENV, raising=False)  # --specs sets it
+    monkeypatch.setenv(SPEC_PATH_ENV, "")  # --specs sets it
     model_folder(tmp_path)
     spec_file(tmp_path, '[single]\nmodel = "../models/my-ft"\n')
     spec_file(tmp_path, '[single]\nmodle = "../models/my-ft"\n', name="typo")
@@ -182,7 +182,7 @@ def test_list_shows_the_specs_that_do_not_load(tmp_path, capsys, monkeypatch):
 
 
 def test_render_a_user_spec_on_its_model_folder(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv(SPEC_PATH_ENV, raising=False)
+    monkeypatch.setenv(SPEC_PATH_ENV, "")
     model_folder(tmp_path)
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "serve.jinja").write_text(TEMPLATE)
@@ -193,7 +193,7 @@ def test_render_a_user_spec_on_its_model_folder(tmp_path, capsys, monkeypatch):
 
 
 def test_init_writes_a_starter_spec_that_loads(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv(SPEC_PATH_ENV, raising=False)
+    monkeypatch.setenv(SPEC_PATH_ENV, "")
     model_folder(tmp_path)
     monkeypatch.chdir(tmp_path)
     assert main(["init", "models/my-ft", "-o", "specs/"]) == 0

@@ -13,7 +13,7 @@ from vlcheck.spec.registry import SPEC_PATH_ENV
 
 @pytest.fixture(autouse=True)
 def own_spec_path(monkeypatch):
-    monkeypatch.delenv(SPEC_PATH_ENV, raising=False)  # --specs writes it; undone after each test
+    monkeypatch.setenv(SPEC_PATH_ENV, "")  # --specs writes it; undone after each test
 
 
 def test_help_leads_with_the_gate_and_every_flag_is_explained(capsys):

@@ -44,8 +44,26 @@ def _placeholders(architecture: str, base: FamilySpec | None) -> tuple[dict[str,
         return ({m: p.text or None for m, p in variant.modalities.items()},
                 f"the built-in family {base.name} (vLLM could not load {architecture})")
     taken = {m: adapter.takes_modality(cls, m) for m in MODALITIES}
-    return ({m: text for m, (ok, text) in taken.items() if ok},
+    return ({m: _numbered(text, adapter.takes_modality(cls, m, 2)[1]) for m, (ok, text) in taken.items() if ok},
             f"what vLLM's chat API writes ({cls.__name__}.get_placeholder_str)")
+
+
+def _numbered(first: str | None, second: str | None) -> str | None:
+    """A placeholder that numbers its items (`<|image_1|>`, `<|image_2|>`) in the spec's form, `{i}`."""
+    if first and second and first != second and first.replace("1", "{i}") == second.replace("2", "{i}"):
+        return first.replace("1", "{i}")
+    return first
+
+
+def _base_engine_args(base: FamilySpec | None) -> list[str]:
+    """The base family's example engine args, as a comment: what vLLM's example needed for it."""
+    variant = base and (base.single or base.multi_image)
+    if not variant or not variant.engine_args:
+        return []
+    args = ", ".join(f"{k} = {_toml(v)}" for k, v in variant.engine_args.items() if not isinstance(v, dict))
+    nested = [k for k, v in variant.engine_args.items() if isinstance(v, dict)]
+    return [f"# vLLM's example for {base.name} passes {args}" + (f" (and {', '.join(nested)}: `vlcheck show {base.name}`)"
+                                                                 if nested else "")]
 
 
 def _stops(assets: ModelAssets) -> tuple[list[int], str]:
@@ -122,12 +140,15 @@ def starter_spec(model: str, name: str, spec_dir: Path) -> str:
     else:
         lines += [f"# No built-in family serves {architecture}: without a [synthetic] recipe (see Recipe in",
                   "# vlcheck/spec/schema.py) the checks that need a checkpoint run only on a model folder with weights."]
+    engine_args = "max_model_len = 4096" + (", trust_remote_code = true" if config.get("auto_map") else "")
     lines += ["", "[single]",
               "# A Hub id, or your model's folder (a relative path is read relative to this file).",
               f"model = {_toml(written)}",
               f"architecture = {_toml(architecture)}  # config.json architectures[0]",
-              "# Engine args as you pass them to vLLM (`vllm serve` flags with _ for -).",
-              "engine_args = { max_model_len = 4096 }",
+              "# Engine args as you pass them to vLLM (`vllm serve` flags with _ for -)"
+              + ("; trust_remote_code: config.json maps classes to the model's own code." if config.get("auto_map") else "."),
+              *_base_engine_args(base),
+              f"engine_args = {{ {engine_args} }}",
               'limit_mm_per_prompt = "one per modality"',
               "# How you serve it in production, kept for the served-path checks:",
               f"# serve = {_toml(f'vllm serve {model} --max-model-len 4096')}"]

@@ -479,6 +479,8 @@ def add_spec_dirs(dirs: Iterable[str | Path]) -> None:
     """Add folders to VLCHECK_SPEC_PATH (what `--specs DIR` does), so that child processes (pytest
     workers, guarded children) see the same specs. Raises ValueError naming a folder that is not one."""
     dirs = [Path(d).expanduser().resolve() for d in dirs]
+    if not dirs:
+        return
     for d in dirs:
         if not d.is_dir():
             raise ValueError(f"--specs {d}: no such folder")
