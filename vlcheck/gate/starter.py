@@ -167,9 +167,12 @@ def starter_spec(model: str, name: str, spec_dir: Path) -> str:
     else:
         lines += ["", f"# vLLM names no modality for {architecture} ({placeholder_source}): declare yours."]
         placeholders = {"image": None}
+    as_text = {m for v in (base.variants if base else ()) for m, p in v.modalities.items() if p.matched_as_text}
     for modality, text in placeholders.items():
         lines.append(f"[single.modalities.{modality}]")
         lines.append(f"placeholder = {_toml(text)}" if text else "implicit = true  # the processor inserts the media tokens")
+        if text and modality in as_text:
+            lines.append(f"matched_as_text = true  # as {base.name}'s: vLLM finds it by its text, not as one token")
     return "\n".join(lines) + "\n"
 
 
