@@ -208,3 +208,17 @@ def test_init_writes_a_starter_spec_that_loads(tmp_path, capsys, monkeypatch):
     assert spec.single.stop_token_ids == (2, 5) and spec.single.source is None
     assert main(["init", "models/my-ft", "-o", "specs/"]) == 1  # never overwrites without --force
     assert "exists; pass --force" in capsys.readouterr().err
+
+
+def test_the_gpu_tier_serves_a_model_folder_with_its_own_weights(tmp_path):
+    from vlcheck.gpu.engines import EngineUnavailable, engine_args
+
+    folder = model_folder(tmp_path)
+    spec = load_spec(spec_file(tmp_path, '[single]\nmodel = "../models/my-ft"\nengine_args = { max_model_len = 8192 }\n'))
+    with pytest.raises(EngineUnavailable) as info:  # no weights in the folder: `real` cannot run
+        engine_args(spec, spec.single, "real")
+    assert info.value.skip and "my-ft: its folder holds no weights" in str(info.value)
+    (folder / "model.safetensors").write_bytes(b"")
+    args, used, model_dir = engine_args(spec, spec.single, "auto")
+    assert (used, model_dir, args["model"]) == ("real", str(folder.resolve()), str(folder.resolve()))
+    assert args["max_model_len"] == 8192  # the user's engine args, as given
