@@ -269,20 +269,9 @@ def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant
     inherited = _base_variant(base, kind)
     prompt_r = r.sub("prompt", required=source is not None)
     prompt = _read_prompt(prompt_r) if prompt_r is not None else USER_PROMPT
-    mods_r = r.sub("modalities", required=inherited is None)
-    if mods_r is None:
-        modalities = dict(inherited.modalities)
-    else:
-        modalities = {}
-        for name in mods_r.table:
-            if name not in MODALITIES:
-                raise SpecError(r.path, mods_r.field(name), f"unknown modality; known: {', '.join(MODALITIES)}")
-            modalities[name] = _read_modality(mods_r.sub(name))
-        mods_r.done()
-        if not modalities:
-            raise SpecError(r.path, mods_r.where, "declare at least one modality")
+    modalities = _read_modalities(r, inherited)
     if kind == "multi_image" and set(modalities) != {"image"}:
-        raise SpecError(r.path, mods_r.where, "a multi_image variant has exactly the `image` modality")
+        raise SpecError(r.path, r.field("modalities"), "a multi_image variant has exactly the `image` modality")
     _check_placeholder_use(prompt, modalities, r)
 
     limit = r.get("limit_mm_per_prompt", (str, dict), inherited.limit_mm_per_prompt if inherited else None)
@@ -360,6 +349,22 @@ def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant
         raise SpecError(r.path, r.field("architecture"),
                         f"{variant.architecture!r} disagrees with engine_args.hf_overrides.architectures {overridden!r}")
     return variant, base
+
+
+def _read_modalities(r: _Reader, inherited: Variant | None) -> dict[str, MediaPlaceholder]:
+    """The `modalities` table; absent, the base family's (a user's spec)."""
+    mods_r = r.sub("modalities", required=inherited is None)
+    if mods_r is None:
+        return dict(inherited.modalities)
+    modalities = {}
+    for name in mods_r.table:
+        if name not in MODALITIES:
+            raise SpecError(r.path, mods_r.field(name), f"unknown modality; known: {', '.join(MODALITIES)}")
+        modalities[name] = _read_modality(mods_r.sub(name))
+    mods_r.done()
+    if not modalities:
+        raise SpecError(r.path, mods_r.where, "declare at least one modality")
+    return modalities
 
 
 def _read_serve(r: _Reader) -> tuple[str, ...] | None:
