@@ -103,7 +103,12 @@ def check_spec(spec: FamilySpec) -> CheckResult:
 
     facts = {"prompts": prompt_document(spec).splitlines()}
     problems, checked, missing = [], 0, []
+    if all(v.source is None for v in spec.variants):
+        return CheckResult(spec.name, "spec", Status.PASS, "loaded; your own model: no vLLM example to compare with"
+                           + (f" (based on {spec.base})" if spec.base else ""), data=facts)
     for variant in spec.variants:
+        if variant.source is None:
+            continue
         if seeds.load_seed(variant.source.seed) is None:
             missing.append(f"[{variant.kind}] seed {variant.source.seed} "
                            + ("cannot be executed" if seeds.seed_file(variant.source.seed) else "not found"))
