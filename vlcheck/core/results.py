@@ -118,8 +118,9 @@ def declared_deviation(result: CheckResult, variant, declared_as: str | None = N
 
         note = (f" (the spec's deviations.{key}, measured on {declared.scope}, does not apply to "
                 f"{describe()}: checked plainly)")
+        finding = (result.finding or result.reason) if result.status is Status.FAIL else ""
         return CheckResult(result.family, result.check, result.status, result.reason + note, result.details,
-                           {**result.data, f"{variant.kind}.{NOT_APPLIED}": key}, result.finding or result.reason)
+                           {**result.data, f"{variant.kind}.{NOT_APPLIED}": key}, finding)
     if result.status is Status.PASS:
         return CheckResult(result.family, result.check, result.status,
                            result.reason + f" (deviations.{key} is declared for {declared.scope} but did not happen)",
