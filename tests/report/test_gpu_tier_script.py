@@ -59,6 +59,8 @@ def test_family_configs_spread_over_every_gpu_with_jobs_per_gpu(tmp_path):
     assert _most_at_once(runs, "3") == 2 and _most_at_once(runs, "5") == 2  # JOBS side by side, never more
     summary = (out / "summary.txt").read_text().splitlines()
     assert len([line for line in summary if " rc=0 " in line]) == 5 and "GPUs 3 5" in summary[-1]
+    table = (out / "table.md").read_text()  # the closing table: a row per family-config
+    assert len([line for line in table.splitlines() if line.startswith("| ") and line.endswith(" | 0 |")]) == 5
     with tarfile.open(out / "logs.tgz") as tar:
         assert len([n for n in tar.getnames() if n.endswith(".log") and "build" not in n]) == 5
 

@@ -30,9 +30,16 @@ from vlcheck.prompt.render import IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, VIDEO_Q
 from vlcheck.spec.schema import FamilySpec, Recipe, Variant
 
 CACHE_ENV = "VLCHECK_CACHE"
-# The builder's own source is part of every checkpoint's content hash: editing it rebuilds.
-BUILDER_HASH = hashlib.sha256(b"".join(Path(__file__).with_name(name).read_bytes()
-                                       for name in ("synthetic.py", "remote_code.py"))).hexdigest()[:12]
+_HERE = Path(__file__).resolve().parent
+BUILDER_CODE = (_HERE / "synthetic.py", _HERE / "remote_code.py", _HERE / "seeded.py",
+                _HERE.parent / "adapter" / "hf_classes.py", _HERE.parent / "adapter" / "remote_code.py",
+                _HERE.parent / "adapter" / "configs.py", _HERE.parent / "adapter" / "numerics.py")
+"""The code a build runs (the builder, and the adapter modules it reaches vLLM's and transformers'
+config and processor classes through): part of every checkpoint's key, so editing it rebuilds."""
+BUILDER_HASH = hashlib.sha256(b"".join(p.read_bytes() for p in BUILDER_CODE)).hexdigest()[:12]
+BUILD_PACKAGES = ("vllm", "transformers", "tokenizers", "torch")
+"""The packages a build uses: vLLM's config and processor classes, transformers' ones, the
+tokenizer trainer, the weights' random draws. A venv of other versions gets its own checkpoints."""
 SPECIAL_TOKEN = re.compile(r"<\|[^<>]+?\|>|<[^<>\s]+?>|\[[A-Z_]+\]|<｜[^<>]+?｜>")
 
 # Generic shrinking: every (sub-)config gets these where it has the key.
@@ -78,11 +85,23 @@ def special_tokens_of(spec: FamilySpec, variant: Variant, recipe: Recipe) -> lis
     return list(dict.fromkeys(found))
 
 
+def build_versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    versions = {}
+    for package in BUILD_PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
 def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool, heads: int | None = None,
                   code: RemoteCode | None = None) -> str:
-    import transformers
-
-    content = {"builder": BUILDER_HASH, "transformers": transformers.__version__,
+    """Every input of the build: the builder's code, the packages it uses, the recipe, the tokens
+    the spec's prompts need, the model's remote code, the weights' initialisation and the head count."""
+    content = {"builder": BUILDER_HASH, "packages": build_versions(),
                "architecture": variant.architecture, "recipe": recipe.__dict__,
                "tokens": special_tokens_of(spec, variant, recipe), "weights": weights}
     if code is not None:  # the model's files are inputs too: a new revision of them rebuilds

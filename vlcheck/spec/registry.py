@@ -162,8 +162,13 @@ def _read_declaration(parent: _Reader, key: str) -> Declaration:
         except InvalidSpecifier as err:
             raise SpecError(r.path, r.field(dist), f"not a version range like \">=0.24.0,<=0.32.0\": {err}") from None
         ranges[dist] = text
+    modalities = r.get("modalities", list, [])
+    wrong = [m for m in modalities if m not in MODALITIES]
+    if wrong:
+        raise SpecError(r.path, r.field("modalities"), f"unknown modality {wrong[0]!r}; modalities are "
+                        + ", ".join(MODALITIES))
     r.done()
-    return Declaration(reason=reason, **ranges)
+    return Declaration(reason=reason, **ranges, modalities=tuple(modalities))
 
 
 def _read_prompt(r: _Reader) -> Prompt:
@@ -266,6 +271,11 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
 
     deviations = _read_declarations(r, "deviations", list(CHECKS),
                                     lambda name: f"unknown check; checks are {', '.join(CHECKS)}")
+    for name, declared in deviations.items():
+        absent = [m for m in declared.modalities if m not in modalities]
+        if absent:
+            raise SpecError(r.path, r.field(f"deviations.{name}.modalities"),
+                            f"{absent[0]!r} is not a modality of this example ({', '.join(modalities)})")
     cases = [c.name for c in CASES]
     known_broken = _read_declarations(r, "known_broken", cases,
                                       lambda name: f"unknown hostile-input case{_did_you_mean(name, cases)}")

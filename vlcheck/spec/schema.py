@@ -184,6 +184,14 @@ class Declaration:
     transformers: str
     """The transformers versions it was measured on, as a PEP 440 specifier."""
 
+    modalities: tuple[str, ...] = ()
+    """The modalities it is about (`modalities = ["video"]`); empty: the whole check. A test
+    that checks several modalities still asserts the others (Qwen2-VL's video positions
+    deviate, its images are still compared)."""
+
+    def covers(self, modality: str) -> bool:
+        return not self.modalities or modality in self.modalities
+
     def applies(self, vllm: str | None, transformers: str | None) -> bool:
         """Whether these installed versions lie inside the measured range (a missing package never does)."""
         from packaging.specifiers import SpecifierSet
@@ -194,7 +202,8 @@ class Declaration:
 
     @property
     def scope(self) -> str:
-        return f"vllm {self.vllm}, transformers {self.transformers}"
+        where = f", {'/'.join(self.modalities)} only" if self.modalities else ""
+        return f"vllm {self.vllm}, transformers {self.transformers}{where}"
 
     def __str__(self) -> str:
         return self.reason
