@@ -71,6 +71,12 @@ def check_processor(spec: FamilySpec) -> CheckResult:
     return per_variant(spec, "processor", processor_check)
 
 
+def check_served(spec: FamilySpec) -> CheckResult:
+    from vlcheck.served.checks import served_check
+
+    return per_variant(spec, "served", served_check)
+
+
 CPU_CHECKS: dict[str, Check] = {
     "spec": check_spec,
     "engine_args": check_engine_args,
@@ -78,6 +84,7 @@ CPU_CHECKS: dict[str, Check] = {
     "template": check_template,
     "stops": check_stops,
     "processor": check_processor,
+    "served": check_served,
 }
 
 

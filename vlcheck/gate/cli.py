@@ -120,12 +120,20 @@ def cmd_check(args) -> int:
         elif check == next(iter(checks)):
             print(line, file=sys.stderr, flush=True)
 
+    if "served" in checks:  # one render server per family-config, started side by side ahead of the checks
+        from vlcheck.served.render import serve_ahead
+
+        serve_ahead(families.values())
     try:
         results = run_checks(families.values(), checks, progress)
         results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
     finally:
         if close:
             close()
+    serve_rows = launch_line_results(args, results)
+    if serve_rows:
+        checks = {**checks, "launch": None}
+        families = {**families, **serve_rows}
     if sys.stderr.isatty():
         print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
     rep = report.build(results, list(checks), families, unloadable=list(broken))
@@ -135,9 +143,11 @@ def cmd_check(args) -> int:
     rows = []
     for family, row in rep["families"].items():
         cells = row["checks"]
-        source = sorted({v for k, v in cells["template"]["data"].items() if k.endswith(".template_source")})
+        template = cells.get("template", {}).get("data", {})
+        source = sorted({v for k, v in template.items() if k.endswith(".template_source")})
         why = [f"{c}: {cell['reason']}" for c, cell in cells.items() if cell["status"] in ("error", "fail", "skip")]
-        rows.append([family, ",".join(source) or "-", *(cells[c]["status"] for c in checks), (why[0][:90] if why else "")])
+        rows.append([family, ",".join(source) or "-", *(cells.get(c, {}).get("status", "-") for c in checks),
+                     (why[0][:90] if why else "")])
     print(table(rows, ["family", "template source", *checks, "why (first error/fail/skip)"]))
     env = rep["environment"]
     print(f"\nvllm {env['vllm']}, transformers {env['transformers']}, torch {env['torch']}, gpu {env['gpu']}")
@@ -154,6 +164,21 @@ def cmd_check(args) -> int:
             print(f"  {family} {check}: {reason[:200]}")
         return 3
     return 1 if any(r.status is Status.FAIL for r in results) else 0
+
+
+def launch_line_results(args, results: list) -> dict:
+    """`--serve` / `--serve-file`: each launch line's `launch` and `served` cells, appended to
+    `results`; returns the report rows they need (name -> title and model)."""
+    from types import SimpleNamespace
+
+    from vlcheck.served.launch_lines import check_line, read_lines, row_name
+
+    rows = {}
+    for line in read_lines(args.serve or [], args.serve_file or []):
+        print(f"launch line: {line}", file=sys.stderr, flush=True)
+        results += check_line(line)
+        rows[row_name(line)] = SimpleNamespace(title=line, model=line.split()[2] if line.startswith("vllm serve") else line)
+    return rows
 
 
 def cmd_run(args) -> int:
@@ -228,6 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", action="store_true", help="also run the GPU tier (generation, cache)")
     p.add_argument("--weights", choices=("auto", "real", "synthetic", "seeded"), default="auto",
                    help="GPU tier weights (default: real where cached, else synthetic)")
+    p.add_argument("--serve", action="append", metavar='"vllm serve MODEL --flag ..."',
+                   help="also check this launch line (repeatable): parsed by the installed vLLM, its resolved "
+                        "configuration recorded, served by `vllm launch render` and sent its family's example requests")
+    p.add_argument("--serve-file", action="append", metavar="FILE",
+                   help="launch lines to check, one per line (# comments)")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON (the input of `vlcheck diff`)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
