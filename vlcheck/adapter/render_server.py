@@ -26,6 +26,10 @@ import signal
 import sys
 
 SUBCOMMAND = ("launch", "render")
+MEMORY_ENV = "VLCHECK_SERVER_MEMORY_GB"
+"""Address space a forked server may add to what it inherits (default 2 GiB): a request whose
+processing would take more (a 1 x 4000 image upscaled by the model's processor took 8 GiB) fails
+with MemoryError inside the server, instead of exhausting a shared machine."""
 
 
 def use_cpu_platform() -> str:
@@ -64,6 +68,19 @@ def _die_with_parent() -> None:
         pass
 
 
+def _limit_memory() -> None:
+    import resource
+
+    extra = float(os.environ.get(MEMORY_ENV, "2")) * (1 << 30)
+    try:
+        status = open("/proc/self/status").read()
+        vm_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmSize:")))
+    except (OSError, StopIteration, ValueError):
+        return  # not Linux: no limit
+    limit = int(vm_kib * 1024 + extra)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def _child(argv: list[str], log: str) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
@@ -73,6 +90,7 @@ def _child(argv: list[str], log: str) -> None:
     os.dup2(null, 0)
     os.setpgid(0, 0)
     _die_with_parent()
+    _limit_memory()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     code = 0
     try:

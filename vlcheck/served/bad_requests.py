@@ -161,11 +161,21 @@ def limit_of(variant: Variant, modality: str) -> int:
     return (serve_limit(variant) or {}).get(modality, variant.max_images or 1)
 
 
-def run_cases(client: Client, spec: FamilySpec, variant: Variant, valid) -> list[Outcome]:
-    """Every case against a running server; `valid` is the example's request as first rendered."""
+Send = Callable[[list, float], Reply]
+"""Sends a chat request's messages with a time limit: the render route on CPU, chat completions on a GPU."""
+
+
+def run_cases(client: Client, spec: FamilySpec, variant: Variant, valid, send: Send | None = None,
+              fingerprint: Callable[[Reply], Any] | None = None) -> list[Outcome]:
+    """Every case against a running server. `valid`: the example's request as first rendered
+    (`Rendered`); `send` and `fingerprint` (what must not change in the valid request's answer)
+    default to the render route and its token ids."""
+    send = send or (lambda messages, timeout_s: client.render_chat(messages, timeout_s=timeout_s))
+    fingerprint = fingerprint or (lambda reply: (reply.body or {}).get("token_ids") if isinstance(reply.body, dict) else None)
     modality = variant.primary_modality
     question = default_questions(variant, modality)[0]
     valid_messages = chat_messages(variant, modality, question, int(valid.shape.split("x")[-1]))
+    before = send(valid_messages, CASE_TIMEOUT_S)
     outcomes = []
     for case in CASES:
         parts = case.parts(variant, modality, limit_of(variant, modality))
@@ -174,14 +184,13 @@ def run_cases(client: Client, spec: FamilySpec, variant: Variant, valid) -> list
             continue
         messages = [m if m["role"] != "user" else {"role": "user", "content": [*parts, {"type": "text", "text": question}]}
                     for m in valid_messages]
-        outcome = classify(case, client.render_chat(messages, timeout_s=CASE_TIMEOUT_S))
-        again = client.render_chat(valid_messages)
-        tokens = (again.body or {}).get("token_ids") if again.ok and isinstance(again.body, dict) else None
-        if not valid.ok:
-            outcome.valid_after = "same" if not again.ok else "renders now (it was rejected before the bad requests)"
-        elif tokens != valid.token_ids:
+        outcome = classify(case, send(messages, CASE_TIMEOUT_S))
+        again = send(valid_messages, CASE_TIMEOUT_S)
+        if not before.ok:
+            outcome.valid_after = "same" if not again.ok else "served now (it was rejected before the bad requests)"
+        elif not again.ok or fingerprint(again) != fingerprint(before):
             outcome.valid_after = (f"{again.status} {normalized(again.message)}" if not again.ok
-                                   else f"{len(tokens)} tokens instead of {len(valid.token_ids)}")
-            outcome.failure = outcome.failure or "the next valid request no longer renders as before"
+                                   else "answered differently than before")
+            outcome.failure = outcome.failure or "the next valid request is no longer answered as before"
         outcomes.append(outcome)
     return outcomes

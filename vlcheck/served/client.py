@@ -84,6 +84,10 @@ class Client:
         return self._send("POST", "/v1/chat/completions/render",
                           {"model": self.model, "messages": messages, **body}, timeout_s)
 
+    def chat(self, messages: Any, timeout_s: float | None = None, **body: Any) -> Reply:
+        """`POST /v1/chat/completions` (a server with an engine)."""
+        return self._send("POST", "/v1/chat/completions", {"model": self.model, "messages": messages, **body}, timeout_s)
+
     def tokenize_chat(self, messages: Any, **body: Any) -> Reply:
         """`POST /tokenize` with `messages`: the chat request's token ids."""
         return self._send("POST", "/tokenize", {"model": self.model, "messages": messages, **body})

@@ -30,6 +30,7 @@ from vlcheck.served.server import RenderForkServer, Server, ServerFailed, free_p
 from vlcheck.spec.schema import FamilySpec, Variant, config_id
 
 RANGE_MARK = "⟦{modality} {index}: {length} tokens⟧"
+TODAY_MARK = "⟦today⟧"
 CONTENT_FORMAT = re.compile(r"Detected the chat template content format to be '(\w+)'")
 
 
@@ -91,6 +92,8 @@ class ServedRecord:
     uuid: UuidRoundTrip | None = None
     bad_requests: list[Any] = field(default_factory=list)
     routes: set[str] = field(default_factory=set)
+    server_cpu_s: float | None = None
+    """CPU seconds the server used, start to stop (the cost the time budget counts)."""
 
 
 @lru_cache(maxsize=1)
@@ -184,7 +187,18 @@ def range_text(client: Client, token_ids: list[int], placeholders: dict[str, lis
         elif piece:
             reply = client.detokenize(piece)
             out.append(reply.body["prompt"] if reply.ok else f"<detokenize {reply.status}: {reply.message[:80]}>")
-    return "".join(out)
+    return without_today("".join(out))
+
+
+def without_today(text: str) -> str:
+    """Today's date, which some chat templates write (`strftime_now`), as TODAY_MARK: snapshots
+    and facts must not move with the calendar."""
+    import datetime
+
+    today = datetime.date.today()
+    for form in ("%Y-%m-%d", "%d %b %Y", "%d %B %Y", "%B %d, %Y"):
+        text = text.replace(today.strftime(form), TODAY_MARK)
+    return text
 
 
 def _ranges(features: dict) -> dict[str, list[tuple[int, int]]]:
@@ -289,6 +303,7 @@ def serve(spec: FamilySpec, variant: Variant, with_bad_requests: bool = True, li
             from vlcheck.served.bad_requests import run_cases
 
             record.bad_requests = run_cases(client, spec, variant, first)
+        record.server_cpu_s = server.cpu_seconds()
         return record
     finally:
         server.stop()

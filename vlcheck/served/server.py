@@ -96,6 +96,14 @@ class Server:
         except OSError:
             return ""
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time the server process has used so far (Linux /proc; None elsewhere or once gone)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         """SIGTERM to the server's process group, SIGKILL after STOP_TIMEOUT_S."""
         for sig, wait in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 2.0)):
