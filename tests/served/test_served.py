@@ -32,6 +32,7 @@ def served_document(family, variant, result) -> str:
         verdict = ("not compared" if offline is None else f"not compared ({offline.error})" if offline.error else
                    "same tokens and ranges" if (offline.token_ids, offline.placeholders) ==
                    (served.token_ids, served.placeholders) else
+                   "differs inside the placeholder ranges (the same text outside them)" if offline.text == served.text else
                    f"differs: {len(offline.token_ids)} tokens: {json.dumps(offline.text, ensure_ascii=False)}")
         lines.append(f"{shape} offline: {verdict}")
     lines.append(f"status: {result.status.value}")

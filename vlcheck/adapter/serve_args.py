@@ -70,7 +70,7 @@ def parse(model: str, flags: list[str]) -> ParsedLine:
     except SystemExit:
         text = err.getvalue().strip().splitlines()
         message = next((line for line in reversed(text) if "error:" in line), text[-1] if text else "rejected")
-        message = message.split("error:", 1)[-1].strip()
+        message = re.sub(r" at 0x[0-9a-fA-F]+", "", message.split("error:", 1)[-1].strip())
         raise ServeLineRejected(message, rejected_flag(message)) from None
     except (ValueError, TypeError) as exc:  # FlexibleArgumentParser's own checks raise directly
         raise ServeLineRejected(f"{type(exc).__name__}: {exc}", rejected_flag(str(exc))) from None

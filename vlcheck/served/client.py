@@ -46,6 +46,7 @@ class Reply:
                 return err
             if "detail" in self.body:  # FastAPI's own validation answers
                 return str(self.body["detail"])
+            return ""
         return "" if self.body is None else str(self.body)[:300]
 
 
