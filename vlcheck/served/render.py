@@ -285,7 +285,7 @@ def serve(spec: FamilySpec, variant: Variant, with_bad_requests: bool = True, li
     server, line = start(spec, variant, line)
     try:
         server.wait_ready()
-        client = Client(server.url, variant.model)
+        client = Client(server.url)  # the served model name: whatever the launch line made it
         record = ServedRecord(spec.name, variant.kind, line, server.ready_after_s or 0.0, None,
                               routes=client.routes())
         for modality, count in shapes(variant):
