@@ -67,7 +67,7 @@ _servers = _Servers()
 def served(family, variant, request):
     if family.synthetic is None or family.synthetic.unsupported:
         pytest.skip(f"{family.name}: no synthetic checkpoint")
-    yield _servers.get(family, variant, request.config.getoption("--vlcheck-weights"))
+    yield _servers.get(family, variant, request.config.getoption("--vlcheck-weights"), enable_prefix_caching=True)
 
 
 def teardown_module():
@@ -174,7 +174,10 @@ def test_bad_requests_get_4xx(family, variant, served):
         body = reply.body if isinstance(reply.body, dict) else {}
         return body.get("usage", {}).get("prompt_tokens"), [c["message"]["content"] for c in body.get("choices", [])]
 
-    outcomes = run_cases(http, family, variant, Rendered(f"{variant.primary_modality} x1", 200), send, fingerprint)
+    from vlcheck.served.launch import serve_limit
+
+    outcomes = run_cases(http, family, variant, Rendered(f"{variant.primary_modality} x1", 200), serve_limit(variant),
+                         send, fingerprint)
     failures = [f"{o.case}: {o.failure} ({o.summary})" for o in outcomes if o.failure]
     assert not failures, f"{family.name} [{variant.kind}] served bad requests:\n" + "\n".join(failures)
     assert http.models(), f"{family.name} [{variant.kind}] served: the server stopped answering after the bad requests"
@@ -185,7 +188,8 @@ def test_interleaved_under_small_processor_cache(family, variant, request):
     Last in the module: it needs its own server (the others share the default one)."""
     if family.synthetic is None or family.synthetic.unsupported:
         pytest.skip(f"{family.name}: no synthetic checkpoint")
-    served = _servers.get(family, variant, request.config.getoption("--vlcheck-weights"), mm_processor_cache_gb=0.001)
+    served = _servers.get(family, variant, request.config.getoption("--vlcheck-weights"), mm_processor_cache_gb=0.001,
+                           enable_prefix_caching=True)
     client = _client(served)
     order = [0, 1, 0, 2, 1, 0]
     alone = {i: _greedy(client, variant, _messages(variant, i))[0] for i in set(order)}

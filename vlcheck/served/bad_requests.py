@@ -37,6 +37,9 @@ class BadRequest:
     may_accept: bool = False
     """vLLM may serve it (an odd but valid image): a 200 is an outcome, not a failure."""
 
+    needs_limit: bool = False
+    """Applies only where the server has a `limit_mm_per_prompt` for the modality."""
+
     known_server_error: Declaration | None = None
     """A 5xx measured on these versions for every family (a server-wide bug, not a family's): the
     table shows it as known; outside the versions it fails like any 5xx."""
@@ -86,7 +89,7 @@ CASES: tuple[BadRequest, ...] = (
     BadRequest("image_url as a bare string",
                _image_only(lambda: [{"type": "image_url", "image_url": png_data_url(media.image(0))}]), may_accept=True),
     BadRequest("image_url without a url", _image_only(lambda: [{"type": "image_url", "image_url": {}}])),
-    BadRequest("more items than limit_mm_per_prompt", _too_many),
+    BadRequest("more items than limit_mm_per_prompt", _too_many, needs_limit=True),
     BadRequest("empty part with an unknown uuid",
                lambda v, m, limit: [media_part(m, None, "vlcheck-never-sent")]),
     BadRequest("zero-size image", _image_only(lambda: _image_url("data:image/png;base64," + _b64(_png_bytes(0, 0))))),
@@ -155,21 +158,21 @@ def _versions() -> tuple[str | None, str | None]:
     return versions["vllm"], versions["transformers"]
 
 
-def limit_of(variant: Variant, modality: str) -> int:
-    from vlcheck.served.launch import serve_limit
-
-    return (serve_limit(variant) or {}).get(modality, variant.max_images or 1)
+def limit_of(limits: dict[str, int] | None, modality: str) -> int | None:
+    """The server's item limit for a modality (None: the launch line sets none, so the case that
+    exceeds it does not apply)."""
+    return None if limits is None else limits.get(modality)
 
 
 Send = Callable[[list, float], Reply]
 """Sends a chat request's messages with a time limit: the render route on CPU, chat completions on a GPU."""
 
 
-def run_cases(client: Client, spec: FamilySpec, variant: Variant, valid, send: Send | None = None,
-              fingerprint: Callable[[Reply], Any] | None = None) -> list[Outcome]:
+def run_cases(client: Client, spec: FamilySpec, variant: Variant, valid, limits: dict[str, int] | None,
+              send: Send | None = None, fingerprint: Callable[[Reply], Any] | None = None) -> list[Outcome]:
     """Every case against a running server. `valid`: the example's request as first rendered
-    (`Rendered`); `send` and `fingerprint` (what must not change in the valid request's answer)
-    default to the render route and its token ids."""
+    (`Rendered`); `limits`: the server's `limit_mm_per_prompt`; `send` and `fingerprint` (what must
+    not change in the valid request's answer) default to the render route and its token ids."""
     send = send or (lambda messages, timeout_s: client.render_chat(messages, timeout_s=timeout_s))
     fingerprint = fingerprint or (lambda reply: (reply.body or {}).get("token_ids") if isinstance(reply.body, dict) else None)
     modality = variant.primary_modality
@@ -178,7 +181,11 @@ def run_cases(client: Client, spec: FamilySpec, variant: Variant, valid, send: S
     before = send(valid_messages, CASE_TIMEOUT_S)
     outcomes = []
     for case in CASES:
-        parts = case.parts(variant, modality, limit_of(variant, modality))
+        limit = limit_of(limits, modality)
+        if case.needs_limit and limit is None:
+            outcomes.append(Outcome(case.name, None, f"not applicable: the launch line sets no {modality} limit"))
+            continue
+        parts = case.parts(variant, modality, limit or 1)
         if parts is None:
             outcomes.append(Outcome(case.name, None, f"not applicable: the family takes {', '.join(variant.modalities)}"))
             continue

@@ -37,6 +37,13 @@ class LaunchLine:
 
         return "vllm serve " + " ".join(shlex.quote(a) for a in [self.served_name, *self.flags])
 
+    def limits(self) -> dict[str, int] | None:
+        """The line's `--limit-mm-per-prompt` (counts only), or None where it sets none."""
+        if "--limit-mm-per-prompt" not in self.flags:
+            return None
+        value = json.loads(self.flags[self.flags.index("--limit-mm-per-prompt") + 1])
+        return {m: (v["count"] if isinstance(v, dict) else v) for m, v in value.items()}
+
     def portable_text(self) -> str:
         """`text()` without this machine's paths (the template file is named by its source)."""
         flags = [("<chat template>" if before == "--chat-template" else flag)

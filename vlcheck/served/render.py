@@ -302,7 +302,7 @@ def serve(spec: FamilySpec, variant: Variant, with_bad_requests: bool = True, li
         if with_bad_requests:
             from vlcheck.served.bad_requests import run_cases
 
-            record.bad_requests = run_cases(client, spec, variant, first)
+            record.bad_requests = run_cases(client, spec, variant, first, line.limits())
         record.server_cpu_s = server.cpu_seconds()
         return record
     finally:
