@@ -41,7 +41,8 @@ def offline_differences(record: ServedRecord) -> list[str]:
 
 def rejected_offline_too(record: ServedRecord, shape: str) -> bool:
     offline = record.offline.get(shape)
-    return not record.renders[shape].ok and offline is not None and bool(offline.error)
+    return (not record.renders[shape].ok and offline is not None and bool(offline.error)
+            and not offline.unavailable)
 
 
 def contract_problems(record: ServedRecord) -> list[str]:
@@ -88,7 +89,6 @@ def facts(record: ServedRecord) -> dict:
         f"{k}.served_content_format": record.content_format,
         f"{k}.served_prompts": {s: r.text for s, r in record.renders.items() if r.ok},
         f"{k}.served_placeholders": {s: r.placeholders for s, r in record.renders.items() if r.ok},
-        f"{k}.served_item_hashes": {s: r.hashes for s, r in record.renders.items() if r.ok},
         f"{k}.served_bad_requests": {o.case: o.summary.split(":")[0] for o in record.bad_requests},
     }
 
@@ -119,6 +119,9 @@ def served_check(spec: FamilySpec, variant: Variant) -> CheckResult:
                            f"{where} {spec.name}: nothing served: vLLM's processor rejects every request on both paths "
                            f"(served: {record.renders[both[0]].message[:200]}); the processor check reports it", data=data)
     compared = sum(1 for s in record.offline.values() if not s.error)
+    not_compared = [f"{shape}: {o.error[:160]}" for shape, o in record.offline.items() if o.error]
     return CheckResult(spec.name, "served", Status.PASS,
                        f"{where} {len(record.renders)} request(s) served (server up in {record.start_s:.1f} s); "
-                       f"{compared} equal to the offline path, /tokenize agrees, uuids hash", data=data)
+                       f"{compared} equal to the offline path"
+                       + (f", {len(not_compared)} not compared ({not_compared[0]})" if not_compared else "")
+                       + "; /tokenize agrees, uuids hash", details=not_compared, data=data)

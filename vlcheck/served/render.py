@@ -63,6 +63,9 @@ class Offline:
     placeholders: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     error: str = ""
     text: str = ""
+    unavailable: bool = False
+    """The example's prompt could not be made here (its chat template is not cached): `error`
+    says why; vLLM's processor was not asked."""
 
 
 @dataclass
@@ -231,7 +234,7 @@ def offline(spec: FamilySpec, variant: Variant, modality: str, count: int, clien
         processor = _offline_processor(str(checkpoint_dir(spec, variant)), variant, modality)
         out = adapter.apply_processor(processor, prompt, {modality: media_data(variant, modality, count)})
     except TemplateUnavailable as err:
-        return Offline(shape, error=f"the example's prompt needs its chat template: {err}")
+        return Offline(shape, error=f"the example's prompt needs its chat template: {err}", unavailable=True)
     except Exception as err:  # vLLM's processor rejected the example's own prompt: the processor check says so
         return Offline(shape, error=f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}")
     result = Offline(shape, out["prompt_token_ids"], out["placeholders"])
