@@ -137,15 +137,25 @@ def cmd_check(args) -> int:
         elif check == next(iter(checks)):
             print(line, file=sys.stderr, flush=True)
 
+    jobs = 1 if args.gpu else args.jobs
+    if "served" in checks and jobs == 1:  # one render server per family-config, started side by side ahead
+        from vlcheck.served.render import serve_ahead  # (with -j, each worker starts its families' own)
+
+        serve_ahead(families.values())
     try:
-        results = run_checks(families.values(), checks, engines, progress, jobs=1 if args.gpu else args.jobs)
+        results = run_checks(families.values(), checks, engines, progress, jobs=jobs)
         results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
     finally:
         if engines:
             engines.close()
+    columns = list(checks)
+    serve_rows = launch_line_results(args, results)
+    if serve_rows:  # each launch line is a row of its own, with a `launch` cell
+        columns.append("launch")
+        families = {**families, **serve_rows}
     if sys.stderr.isatty():
         print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
-    rep = report.build(results, list(checks), families, unloadable=list(broken),
+    rep = report.build(results, columns, families, unloadable=list(broken),
                        informational=informational_facts(checks), tolerances=tolerances(checks))
     if args.shard:
         rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
@@ -156,7 +166,8 @@ def cmd_check(args) -> int:
         template = cells.get("template", {}).get("data", {})
         source = sorted({v for k, v in template.items() if k.endswith(".template_source")})
         why = [f"{c}: {cell['reason']}" for c, cell in cells.items() if cell["status"] in ("error", "fail", "skip")]
-        rows.append([family, ",".join(source) or "-", *(cells[c]["status"] for c in checks), (why[0][:90] if why else "")])
+        rows.append([family, ",".join(source) or "-", *(cells.get(c, {}).get("status", "-") for c in checks),
+                     (why[0][:90] if why else "")])
     print(table(rows, ["family", "template source", *checks, "why (first error/fail/skip)"]))
     env = rep["environment"]
     print(f"\nvllm {env['vllm']}, transformers {env['transformers']}, torch {env['torch']}, gpu {env['gpu']}")
@@ -182,6 +193,21 @@ def cmd_init(args) -> int:
     print(f"wrote {path}: {verdict}")
     print(f"review it, then: vlcheck check --specs {path.parent}")
     return 0
+
+
+def launch_line_results(args, results: list) -> dict:
+    """`--serve` / `--serve-file`: each launch line's `launch` and `served` cells, appended to
+    `results`; returns the report rows they need (name -> title and model)."""
+    from types import SimpleNamespace
+
+    from vlcheck.served.launch_lines import check_line, read_lines, row_name
+
+    rows = {}
+    for line in read_lines(args.serve or [], args.serve_file or []):
+        print(f"launch line: {line}", file=sys.stderr, flush=True)
+        results += check_line(line)
+        rows[row_name(line)] = SimpleNamespace(title=line, model=line.split()[2] if line.startswith("vllm serve") else line)
+    return rows
 
 
 def cmd_run(args) -> int:
@@ -270,6 +296,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "a full one)")
     p.add_argument("--gpu", action="store_true", help="also run the GPU tier (generation, cache)")
     p.add_argument("--weights", choices=WEIGHTS, default="auto", help="with --gpu: " + WEIGHTS_HELP)
+    p.add_argument("--serve", action="append", metavar='"vllm serve MODEL --flag ..."',
+                   help="also check this launch line (repeatable): parsed by the installed vLLM, its resolved "
+                        "configuration recorded, served by `vllm launch render` and sent its family's example requests")
+    p.add_argument("--serve-file", action="append", metavar="FILE",
+                   help="launch lines to check, one per line (# comments)")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON (the input of `vlcheck diff`)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
