@@ -72,6 +72,13 @@ def test_who_raised_an_exception_decides():
         SamplingParams(temperature=-1.0)
     assert raised_by(vllms.value) == "vllm"
     assert from_exception("llava", "engine_args", vllms.value).status is Status.FAIL
+    from vlcheck import adapter
+    from vlcheck.checkpoints.synthetic import checkpoint_dir
+
+    spec = get_family("llava")
+    with pytest.raises(Exception) as validation:  # vLLM's config validators, raised from pydantic's frames
+        adapter.create_processor(str(checkpoint_dir(spec, spec.single)), {"dtype": "not-a-dtype"})
+    assert raised_by(validation.value) == "vllm"
     with pytest.raises(AttributeError) as ours:
         types.SimpleNamespace().missing
     assert raised_by(ours.value) == "vlcheck"  # the repository's tests are vlcheck's code too

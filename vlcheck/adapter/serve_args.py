@@ -112,8 +112,8 @@ def _scheduler_defaults(engine_args) -> dict[str, Any]:
         from vllm.usage.usage_lib import UsageContext
 
         config = engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
-    except Exception:  # noqa: BLE001  (device-dependent resolution: those facts stay unmeasured)
-        return {}
+    except Exception as err:  # noqa: BLE001  (device-dependent resolution: those facts stay unmeasured, and say why)
+        return {"scheduler.unresolved": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
     sched = config.scheduler_config
     return {f"scheduler.resolved.{k}": _plain(getattr(sched, k, None))
             for k in ("max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill", "max_model_len")}

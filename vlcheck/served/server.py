@@ -142,9 +142,11 @@ class RenderForkServer:
         if self._process is None or self._process.poll() is not None:
             began = time.monotonic()
             err = open(self.log, "wb")
+            # servers log to files: INFO, whatever the caller's level (the detected content format is an INFO line)
+            env = {**os.environ, "VLLM_LOGGING_LEVEL": "INFO"}
             self._process = subprocess.Popen([self.python, "-m", "vlcheck.adapter.render_server", "--fork-server"],
                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                             text=True, start_new_session=True)
+                                             text=True, start_new_session=True, env=env)
             first = self._process.stdout.readline()
             if not first.strip():
                 raise ServerFailed(f"the render fork server did not start; its log {self.log}:\n{log_tail(self.log)}")
