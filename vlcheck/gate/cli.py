@@ -109,6 +109,11 @@ def cmd_check(args) -> int:
     if args.gpu:
         extra, close = gpu_checks(args.weights)
         checks.update(extra)
+    if args.check:  # `vlcheck bisect` re-runs only the checks a finding is about
+        unknown = sorted(set(args.check) - set(checks))
+        if unknown:
+            raise ValueError(f"unknown check(s) {', '.join(unknown)}: choose from {', '.join(checks)}")
+        checks = {name: fn for name, fn in checks.items() if name in args.check}
     total, done = len(families) * len(checks), 0
 
     def progress(family: str, check: str) -> None:
@@ -231,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the report as JSON (the input of `vlcheck diff`)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
+    p.add_argument("--check", action="append", metavar="NAME", help="only these checks (repeatable)")
     p.add_argument("--shard", type=_shard, metavar="I/N",
                    help="only shard I of N (whole families, balanced by measured durations); join with `vlcheck merge`")
     p.set_defaults(func=cmd_check)
@@ -254,6 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("new")
     p.add_argument("--markdown", metavar="FILE", help="also write the diff as Markdown (a pull-request comment)")
     p.set_defaults(func=cmd_diff)
+
+    from vlcheck.gate import bisect, envs, matrix
+
+    for module in (envs, bisect, matrix):  # each subcommand's arguments live in its own module
+        module.register(sub)
     return parser
 
 
