@@ -102,7 +102,8 @@ def pin_advice_text(grid: Grid, families: list[str] | None = None) -> str:
     lines = []
     for v, advice in pins(grid, families).items():
         lines.append(f"vLLM {v}:")
-        lines += [f"  {key}: {', '.join(fams)}" for key, fams in advice.items()]
+        lines += [f"  {key}: " + (f"{len(fams)} families" if key.startswith("any") and not families else ", ".join(fams))
+                  for key, fams in advice.items()]
     return "\n".join(lines)
 
 

@@ -130,4 +130,6 @@ def to_text(changes: list[Change]) -> str:
               + ", ".join(c.changed_at[:4]) + (" ..." if len(c.changed_at) > 4 else "") for c in moved]
     lines.append(f"not measured by the matrix (GPU or pytest tier checks) ({len(unmeasured)}): "
                  + ", ".join(f"{c.family} {c.variant}.{c.check}" for c in unmeasured))
+    broken = sum(len(v.known_broken) for s in all_families().values() for v in s.variants)
+    lines.append(f"not measured by the matrix: {broken} known_broken declarations (hostile inputs, run by the pytest tier)")
     return "\n".join(lines) + "\n"
