@@ -50,8 +50,11 @@ def warm_model_info_cache(archs: list[str]) -> dict[str, str]:
     # reads and writes the cache around it
     in_subprocess = registry._run_in_subprocess
     registry._run_in_subprocess = lambda fn: fn()
+    # an architecture vLLM does not register is served by its Transformers backend (vllm 0.24-0.32:
+    # registry entries named Transformers*), inspected the same way
+    backend = sorted(a for a in ModelRegistry.models if a.startswith("Transformers"))
     try:
-        for arch in archs:
+        for arch in [*archs, *backend]:
             model = ModelRegistry.models.get(arch)
             if model is None or not hasattr(model, "inspect_model_cls"):
                 continue
