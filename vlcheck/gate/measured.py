@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, Iterable
 
 from vlcheck.core.results import NOT_APPLIED
 
@@ -37,12 +37,17 @@ def _mask(text: str, env: dict) -> str:
     return text
 
 
-def behaviour(cell: dict, env: dict) -> dict[str, Any]:
-    """The cell's outcome, evidence and facts, comparable across environments."""
+def behaviour(cell: dict, env: dict, informational: Iterable[str] = ()) -> dict[str, Any]:
+    """The cell's outcome, evidence and facts, comparable across environments. `informational`: the
+    facts its check records without comparing them (report schema 3 lists them per check)."""
     outcome = OUTCOME[cell["status"]]
-    facts = {k: v for k, v in cell.get("data", {}).items() if not k.endswith("." + NOT_APPLIED)}
+    skip = set(informational)
+    facts = {k: v for k, v in (cell.get("data") or {}).items()
+             if not k.endswith("." + NOT_APPLIED) and k.split(".", 1)[-1] not in skip}
     evidence = ""
-    if outcome != "pass":
+    if outcome != "pass" and cell.get("finding"):  # schema 3: what the failure measured, as recorded
+        evidence = _mask(_DECLARATION_NOTES.sub("", cell["finding"]), env)
+    elif outcome != "pass":
         # a declared deviation keeps the failure's own words as its details (its reason is the spec's)
         words = cell.get("details") if cell["status"] in ("declared deviation", "fail") else None
         evidence = _mask("; ".join(words) if words else _DECLARATION_NOTES.sub("", cell.get("reason", "")), env)
@@ -54,10 +59,10 @@ def _compact(value: Any) -> Any:
     return value if len(text) <= 300 else {"sha256": hashlib.sha256(text.encode()).hexdigest()[:16], "chars": len(text)}
 
 
-def digest(cell: dict, env: dict) -> dict[str, Any]:
+def digest(cell: dict, env: dict, informational: Iterable[str] = ()) -> dict[str, Any]:
     """A cell as the matrix keeps it: status and reason as reported, and its behaviour as a key
     (equal keys: equal behaviour) with the small facts (a large one as its hash) to show what moved."""
-    b = behaviour(cell, env)
+    b = behaviour(cell, env, informational)
     key = hashlib.sha256(json.dumps(b, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
     return {"status": cell["status"], "outcome": b["outcome"], "reason": cell.get("reason", "")[:300], "key": key,
             "facts": {k: _compact(v) for k, v in b["facts"].items()}}

@@ -69,7 +69,8 @@ class Store:
         data.pop("unmeasurable", None)
         for family, row in report["families"].items():
             for check, cell in row["checks"].items():
-                data["cells"].setdefault(family, {})[check] = digest(cell, env)
+                data["cells"].setdefault(family, {})[check] = digest(
+                    cell, env, report.get("informational", {}).get(check, ()))
         data["runs"].append({"families": len(report["families"]), "checks": report["checks"],
                              "summary": report["summary"], "source": source, **(seconds or {})})
         self._save(point)
