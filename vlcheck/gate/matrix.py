@@ -227,6 +227,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             store.add_report(Point(env["vllm"], env["transformers"]), report,
                              {"whole": set(report["families"]) >= set(all_families())}, source=Path(path).name)
         return 0
+    if args.action == "redigest":
+        missing = store.redigest()
+        log(f"{len(store.points)} points digested again" + (f"; reports missing: {', '.join(missing)}" if missing else ""))
+        return 0
     if args.action == "run":
         axes = _axes(args, root)
         _saved_axes(root, axes).save(root)
@@ -279,10 +283,11 @@ def register(sub) -> None:
     p = sub.add_parser("matrix", help="measure (by bisection) and report the vLLM x transformers compatibility "
                                       "matrix per family", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=("run", "add", "report", "declarations"),
+    p.add_argument("action", choices=("run", "add", "report", "declarations", "redigest"),
                    help="run: measure within --budget; report: the tables (README, HTML, pin advice); "
                         "declarations: widen the specs' declarations measured unchanged (--write), list those that changed; "
-                        "add: take `vlcheck check --json` reports as measured points")
+                        "add: take `vlcheck check --json` reports as measured points; "
+                        "redigest: digest the points again from their reports in runs/ (after a rule change)")
     p.add_argument("reports", nargs="*", metavar="REPORT", help="add: the reports")
     p.add_argument("--data", default="compat", help="the matrix's data folder (default: compat)")
     p.add_argument("--budget", type=float, default=3600, metavar="SECONDS", help="run: stop measuring after this long")

@@ -29,12 +29,13 @@ SEVERITY = [NOT_MEASURED, REGRESSED, LOST, CHANGED, FIXED, SAME]
 """Worst first: a family's matrix cell shows its worst check."""
 
 
-def _mask(text: str, env: dict) -> str:
-    for dist in ("vllm", "transformers", "torch"):
-        version = env.get(dist)
-        if version:
-            text = re.sub(rf"(?<![\d.]){re.escape(version)}(?![\d])", f"<{dist}>", text)
-    return text
+_VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?(?:\+\w+)?(?![\w.])")
+
+
+def _mask(text: str) -> str:
+    """Every release number (x.y.z) as <version>: a reason quotes the installed versions and, in a
+    spec's own words, the reference's ("vLLM 0.24.0's processor ..."); neither is behaviour."""
+    return _VERSION.sub("<version>", text)
 
 
 def behaviour(cell: dict, env: dict, informational: Iterable[str] = ()) -> dict[str, Any]:
@@ -46,12 +47,12 @@ def behaviour(cell: dict, env: dict, informational: Iterable[str] = ()) -> dict[
              if not k.endswith("." + NOT_APPLIED) and k.split(".", 1)[-1] not in skip}
     evidence = ""
     if outcome != "pass" and cell.get("finding"):  # schema 3: what the failure measured, as recorded
-        evidence = _mask(_DECLARATION_NOTES.sub("", cell["finding"]), env)
+        evidence = _mask(_DECLARATION_NOTES.sub("", cell["finding"]))
     elif outcome != "pass":
         # a declared deviation keeps the failure's own words as its details (its reason is the spec's)
         words = cell.get("details") if cell["status"] in ("declared deviation", "fail") else None
-        evidence = _mask("; ".join(words) if words else _DECLARATION_NOTES.sub("", cell.get("reason", "")), env)
-    return {"outcome": outcome, "evidence": evidence, "facts": json.loads(_mask(json.dumps(facts, sort_keys=True), env))}
+        evidence = _mask("; ".join(words) if words else _DECLARATION_NOTES.sub("", cell.get("reason", "")))
+    return {"outcome": outcome, "evidence": evidence, "facts": json.loads(_mask(json.dumps(facts, sort_keys=True)))}
 
 
 def _compact(value: Any) -> Any:

@@ -75,6 +75,24 @@ class Store:
                              "summary": report["summary"], "source": source, **(seconds or {})})
         self._save(point)
 
+    def redigest(self) -> list[str]:
+        """Digest every point again from its full reports in `runs/` (after the comparison rules
+        changed); returns the reports that are missing (their cells are kept as they were)."""
+        missing = []
+        for point, data in self.points.items():
+            for run in data.get("runs", []):
+                path = self.root / "runs" / run.get("source", "")
+                if not run.get("source") or not path.is_file():
+                    missing.append(f"{point.name}: {run.get('source')}")
+                    continue
+                report = json.loads(path.read_text())
+                for family, row in report["families"].items():
+                    for check, cell in row["checks"].items():
+                        data["cells"].setdefault(family, {})[check] = digest(
+                            cell, report["environment"], report.get("informational", {}).get(check, ()))
+            self._save(point)
+        return missing
+
     def _save(self, point: Point) -> None:
         (self.root / "points").mkdir(parents=True, exist_ok=True)
         data = self.points[point]
@@ -84,6 +102,9 @@ class Store:
     def measure(self, point: Point, families: Iterable[str] | None = None, checks: Iterable[str] | None = None,
                 torch: str | None = None) -> dict[str, dict[str, dict]]:
         """Run `vlcheck check` at the point for the families and checks not measured there yet."""
+        saved = self.root / "points" / f"{point.name}.json"
+        if saved.exists():  # a runner on another line may have measured it meanwhile
+            self.points[point] = json.loads(saved.read_text())
         if self.unmeasurable(point):
             raise Unmeasurable(self.unmeasurable(point))
         have = self.measured(point)
