@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -142,56 +143,81 @@ def _coord(point: Point, along: str) -> str:
 
 
 def plan(grid: Grid, only: list[str] | None = None) -> Iterator[tuple[Point, list[str] | None]]:
-    """The next measurement: (point, families or None for all), priority points first, then the
-    midpoints of measured neighbours that disagree, vLLM's own line (the reference's transformers) first."""
+    """The measurements still wanted, best first: (point, families, or None for every family).
+
+    1. the anchors, every family: the four corners of the priority releases (their ends);
+    2. along each line through the priority releases (vLLM's at each priority transformers, and
+       transformers' at each priority vLLM), between two known cells of a family that differ, the
+       release in the middle (a priority release if one lies between), for that family;
+    3. the other priority points, for the families that differ anywhere measured (the others are
+       inferred from the anchors), then 2 again."""
     axes = grid.axes
-    ends = [axes.priority_transformers[0], axes.priority_transformers[-1]]
-    inner = [t for t in axes.priority_transformers if t not in ends]
-    yield from _priority(grid, ends, only)  # both ends of transformers first, then the middles
-    yield from _bisections(grid, only)
-    yield from _priority(grid, inner, only)
-    yield from _bisections(grid, only)
-
-
-def _priority(grid: Grid, transformers: list[str], only: list[str] | None) -> Iterator[tuple[Point, list[str] | None]]:
-    vllm = grid.axes.priority_vllm
-    for t in transformers:
-        for v in [vllm[0], vllm[-1], *vllm[1:-1]]:
+    pv, pt = axes.priority_vllm, axes.priority_transformers
+    for t in dict.fromkeys((pt[0], pt[-1])):
+        for v in dict.fromkeys((pv[0], pv[-1])):
             p = Point(v, t)
-            if grid.store.unmeasurable(p):
-                continue
-            if only is None and not grid.store.points.get(p, {}).get("runs"):
-                yield p, None
-            elif only is not None and any(f not in grid.store.measured(p) for f in only):
+            if not grid.store.unmeasurable(p) and _missing(grid, p, only):
                 yield p, only
+    yield from _bisections(grid, only)
+    moving = only or _differing_families(grid)
+    for t in pt:
+        for v in pv:
+            p = Point(v, t)
+            wanted = [f for f in moving if grid.state(p, f) is None]
+            if wanted and not grid.store.unmeasurable(p):
+                yield p, wanted
+    yield from _bisections(grid, only)
+
+
+def _missing(grid: Grid, point: Point, only: list[str] | None) -> bool:
+    if only is None:
+        return not any(run.get("whole") for run in grid.store.points.get(point, {}).get("runs", []))
+    return any(grid.state(point, f) is None for f in only)
+
+
+def _differing_families(grid: Grid) -> list[str]:
+    """Families whose cells differ between any two points measured for them."""
+    out = []
+    for family in grid.families:
+        keys = {json.dumps({c: s[c]["key"] for c in s}, sort_keys=True)
+                for p in grid.store.points if (s := grid.state(p, family)) is not None}
+        if len(keys) > 1:
+            out.append(family)
+    return out
 
 
 def _bisections(grid: Grid, only: list[str] | None) -> Iterator[tuple[Point, list[str]]]:
     axes = grid.axes
-    lines = []  # the lines this run's priorities span: vLLM's at each priority transformers, and back
+    lines = []
     if len(axes.priority_vllm) > 1:
         lines += [(Point(axes.vllm[0], t), "vllm") for t in axes.priority_transformers]
     if len(axes.priority_transformers) > 1:
         lines += [(Point(v, axes.transformers[0]), "transformers") for v in axes.priority_vllm]
     for start, along in lines:
         line = grid._line(start, along)
+        priority = set(axes.priority_vllm if along == "vllm" else axes.priority_transformers)
         for family in (only or grid.families):
-            measured = [p for p in line if grid.state(p, family) is not None]
-            for a, b in zip(measured, measured[1:]):
+            known = [(p, state) for p in line if not grid.store.unmeasurable(p)
+                     and (state := grid.cell(p, family)[0]) is not None]
+            for (a, sa), (b, sb) in zip(known, known[1:]):
                 i, j = line.index(a), line.index(b)
-                if j - i > 1 and not grid.same(grid.state(a, family), grid.state(b, family)):
-                    mid = next((q for q in _middle_out(line[i + 1:j]) if not grid.store.unmeasurable(q)), None)
-                    if mid is not None:
-                        yield mid, [family]
+                if j - i > 1 and not grid.same(sa, sb):
+                    between = [q for q in line[i + 1:j] if not grid.store.unmeasurable(q)]
+                    preferred = [q for q in between if _coord(q, along) in priority] or between
+                    if preferred:
+                        yield _middle_out(preferred)[0], [family]
 
 
-def next_step(grid: Grid, only: list[str] | None = None) -> tuple[Point, list[str] | None] | None:
-    """The plan's first point, with every family the plan wants measured there (one run for all)."""
-    step = next(plan(grid, only), None)
-    if step is None or step[1] is None or step[1] == only:
-        return step
-    point = step[0]
-    return point, sorted({f for p, fs in plan(grid, only) if p == point and fs for f in fs})
+def next_step(grid: Grid, only: list[str] | None = None,
+              locked: frozenset[str] = frozenset()) -> tuple[Point, list[str] | None] | None:
+    """The plan's first point not locked by another runner, with every family the plan wants there."""
+    steps = [(p, fs) for p, fs in plan(grid, only) if p.name not in locked]
+    if not steps:
+        return None
+    point, families = steps[0]
+    if families is None or families == only:
+        return point, families
+    return point, sorted({f for p, fs in steps if p == point and fs for f in fs})
 
 
 def _middle_out(points: list[Point]) -> list[Point]:
@@ -201,19 +227,35 @@ def _middle_out(points: list[Point]) -> list[Point]:
 
 def run(store: Store, axes: Axes, budget_s: float, log: Callable[[str], None] = print,
         only: list[str] | None = None) -> None:
+    """Measure what the plan wants until the budget is spent. Several runners may share the data
+    folder: a point being measured is locked (`points/<point>.lock`) and the others take the next step."""
     deadline = time.monotonic() + budget_s
     while time.monotonic() < deadline:
-        store = Store(store.root, store.log)  # runners on other lines may have added points
-        step = next_step(Grid(store, axes), only)
+        store = Store(store.root, store.log)  # other runners may have added points
+        locked = _locked(store.root)
+        step = next_step(Grid(store, axes), only, locked)
         if step is None:
-            log("matrix: nothing left to measure")
+            log("matrix: nothing left to measure" + (" (other runners hold the rest)" if locked else ""))
             return
         point, families = step
+        lock = store.root / "points" / f"{point.name}.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(lock, "x") as f:
+                f.write(f"{os.getpid()}\n")
+        except FileExistsError:
+            continue
         try:
             store.measure(point, families)
         except Unmeasurable as err:
             log(f"matrix: {point} cannot be measured: {str(err).splitlines()[0][:200]}")
+        finally:
+            lock.unlink(missing_ok=True)
     log(f"matrix: time budget of {budget_s:.0f} s spent")
+
+
+def _locked(root: Path) -> frozenset[str]:
+    return frozenset(p.name[:-len(".lock")] for p in (root / "points").glob("*.lock"))
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
