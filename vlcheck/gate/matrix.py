@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -227,8 +226,8 @@ def _middle_out(points: list[Point]) -> list[Point]:
 
 def run(store: Store, axes: Axes, budget_s: float, log: Callable[[str], None] = print,
         only: list[str] | None = None) -> None:
-    """Measure what the plan wants until the budget is spent. Several runners may share the data
-    folder: a point being measured is locked (`points/<point>.lock`) and the others take the next step."""
+    """Measure what the plan wants until the budget is spent. Several runners (and `vlcheck bisect`)
+    may share the data folder: a point being measured is locked, and the others plan around it."""
     deadline = time.monotonic() + budget_s
     while time.monotonic() < deadline:
         store = Store(store.root, store.log)  # other runners may have added points
@@ -238,19 +237,10 @@ def run(store: Store, axes: Axes, budget_s: float, log: Callable[[str], None] = 
             log("matrix: nothing left to measure" + (" (other runners hold the rest)" if locked else ""))
             return
         point, families = step
-        lock = store.root / "points" / f"{point.name}.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(lock, "x") as f:
-                f.write(f"{os.getpid()}\n")
-        except FileExistsError:
-            continue
         try:
             store.measure(point, families)
         except Unmeasurable as err:
             log(f"matrix: {point} cannot be measured: {str(err).splitlines()[0][:200]}")
-        finally:
-            lock.unlink(missing_ok=True)
     log(f"matrix: time budget of {budget_s:.0f} s spent")
 
 

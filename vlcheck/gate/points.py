@@ -6,6 +6,7 @@ matrix compare. Full reports stay in the run folder; the digests are what a matr
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -101,19 +102,40 @@ class Store:
 
     def measure(self, point: Point, families: Iterable[str] | None = None, checks: Iterable[str] | None = None,
                 torch: str | None = None) -> dict[str, dict[str, dict]]:
-        """Run `vlcheck check` at the point for the families and checks not measured there yet."""
+        """Run `vlcheck check` at the point for the families and checks not measured there yet.
+        Several processes may share the folder: one measures a point at a time (`<point>.lock`)."""
+        lock = self.root / "points" / f"{point.name}.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            if self._satisfied(point, families, checks):
+                return self.measured(point)
+            try:
+                with open(lock, "x") as f:
+                    f.write(f"{os.getpid()}\n")
+                break
+            except FileExistsError:
+                time.sleep(15)
+        try:
+            return self._measure(point, families, checks, torch)
+        finally:
+            lock.unlink(missing_ok=True)
+
+    def _satisfied(self, point: Point, families, checks) -> bool:
         saved = self.root / "points" / f"{point.name}.json"
-        if saved.exists():  # a runner on another line may have measured it meanwhile
+        if saved.exists():  # another process may have measured it meanwhile
             self.points[point] = json.loads(saved.read_text())
         if self.unmeasurable(point):
             raise Unmeasurable(self.unmeasurable(point))
         have = self.measured(point)
         if any(run.get("whole") for run in self.points.get(point, {}).get("runs", [])):
-            return have  # every family and check was measured there
+            return True  # every family and check was measured there
+        runs = self.points.get(point, {}).get("runs", [])
+        checks = checks or sorted({c for run in runs for c in run.get("checks", [])})  # every check: as run there
+        return families is not None and bool(checks) and all(c in have.get(f, {}) for f in families for c in checks)
+
+    def _measure(self, point: Point, families, checks, torch) -> dict[str, dict[str, dict]]:
         families = sorted(families) if families is not None else None
         checks = sorted(checks) if checks is not None else None
-        if families is not None and checks is not None and all(c in have.get(f, {}) for f in families for c in checks):
-            return have
         try:
             env = envs.ensure(envs.EnvRequest(point.vllm, point.transformers, torch), log=self.log)
         except envs.EnvError as err:
