@@ -116,7 +116,9 @@ class Bisector:
         if len(points) <= 2:
             return {id(f): (points[0], points[-1]) for f in findings}
         inner = points[1:-1]
-        mid = inner[len(inner) // 2]
+        # a release already measured for these cells (the matrix's, an earlier bisect) costs nothing
+        have = [p for p in inner if all(self.store.cell(p, f.family, f.check) for f in findings)]
+        mid = min(have or inner, key=lambda p: abs(inner.index(p) - len(inner) // 2))
         verdicts = self.changed_at(mid, findings)
         if verdicts is None:  # drop the release that does not install and try the next one
             return self.first_change([p for p in points if p != mid], findings)
