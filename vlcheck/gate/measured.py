@@ -32,10 +32,14 @@ SEVERITY = [NOT_MEASURED, REGRESSED, LOST, CHANGED, FIXED, SAME]
 _VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?(?:\+\w+)?(?![\w.])")
 
 
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+
+
 def _mask(text: str) -> str:
     """Every release number (x.y.z) as <version>: a reason quotes the installed versions and, in a
-    spec's own words, the reference's ("vLLM 0.24.0's processor ..."); neither is behaviour."""
-    return _VERSION.sub("<version>", text)
+    spec's own words, the reference's ("vLLM 0.24.0's processor ..."); neither is behaviour. Object
+    addresses in a quoted repr (`<PIL.Image.Image ... at 0x7F33...>`) differ from run to run."""
+    return _ADDRESS.sub("0x...", _VERSION.sub("<version>", text))
 
 
 def behaviour(cell: dict, env: dict, informational: Iterable[str] = ()) -> dict[str, Any]:
@@ -76,8 +80,8 @@ def classify(base: dict | None, cell: dict | None) -> str:
     if base["key"] == cell["key"]:
         return SAME
     was, now = base["outcome"], cell["outcome"]
-    if now == "fail" and was in ("pass", "fail"):
-        return REGRESSED  # a new failure, or a known one that now fails differently
+    if now == "fail" and was == "pass":
+        return REGRESSED  # a fail -> fail whose evidence moved is a change to review (vlcheck diff: moved)
     if was == "fail" and now == "pass":
         return FIXED
     if now == "skip" and was != "skip":
