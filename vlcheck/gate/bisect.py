@@ -130,12 +130,13 @@ class Bisector:
 
 def bisect(baseline: dict, candidate: dict, store: Store, vllm_releases: list[str], transformers_releases: list[str],
            log: Callable[[str], None] = print, budget_s: float | None = None,
-           families: set[str] | None = None) -> list[Finding]:
+           families: set[str] | None = None, sources: tuple[str, str] = ("baseline", "candidate")) -> list[Finding]:
     findings = [f for f in findings_between(baseline, candidate) if families is None or f.family in families]
     v0, t0 = baseline["environment"]["vllm"], baseline["environment"]["transformers"]
     v1, t1 = candidate["environment"]["vllm"], candidate["environment"]["transformers"]
-    store.add_report(Point(v0, t0), baseline, {"whole": True}, source="baseline")
-    store.add_report(Point(v1, t1), candidate, {"whole": True}, source="candidate")
+    for point, report, source in ((Point(v0, t0), baseline, sources[0]), (Point(v1, t1), candidate, sources[1])):
+        if not any(run.get("source") == source for run in store.points.get(point, {}).get("runs", [])):
+            store.add_report(point, report, {"whole": True}, source=source)
     log(f"{len(findings)} finding(s) between {Point(v0, t0)} and {Point(v1, t1)}")
     bis = Bisector(store, baseline, log, time.monotonic() + budget_s if budget_s else None)
     try:
@@ -203,7 +204,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     store = Store(Path(args.store), log)
     started = time.monotonic()
-    findings = bisect(baseline, candidate, store, vllm, tf, log, args.budget, set(args.family) if args.family else None)
+    findings = bisect(baseline, candidate, store, vllm, tf, log, args.budget, set(args.family) if args.family else None,
+                      (Path(args.baseline).name, Path(args.candidate).name))
     print(to_text(findings), end="")
     print(f"bisect took {time.monotonic() - started:.0f} s; measurements in {args.store}")
     if args.json:
