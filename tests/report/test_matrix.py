@@ -50,6 +50,8 @@ def test_versions_in_a_reason_are_not_behaviour_but_moved_facts_and_new_failures
     repr_at = lambda a: cell("fail", f"ValueError: data={{'images': [<PIL.Image.Image size=224x224 at {a}>]}}")  # noqa: E731
     assert measured.classify(d(repr_at("0x7F3306E59A50"), old_env), d(repr_at("0x7F11A2B3C4D5"), new_env)) == measured.SAME
     assert measured.classify(d(unregistered("0.24.0"), old_env), d(repr_at("0x1"), new_env)) == measured.CHANGED
+    not_mm = lambda h: cell("fail", f"ValueError: /root/.cache/vlcheck/checkpoints/chameleon-{h} is not multimodal")  # noqa: E731
+    assert measured.classify(d(not_mm("e33fec1372388fd8"), old_env), d(not_mm("0123456789abcdef"), new_env)) == measured.SAME
     assert measured.classify(d(unregistered("0.24.0"), old_env), d(cell(), new_env)) == measured.FIXED
     assert measured.classify(d(cell("error", "vlcheck crashed"), old_env), d(cell(), new_env)) == measured.NOT_MEASURED
 

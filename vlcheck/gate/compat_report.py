@@ -29,6 +29,19 @@ class Since:
     """Per vLLM release measured with several transformers: where this cell first differs."""
 
 
+_PATH = re.compile(r"(?:/[\w.@+-]+){2,}/?")
+
+
+def readable(change: str, limit: int = 160) -> str:
+    """A change in one short line: vlcheck's note about declarations and machine paths left out."""
+    from vlcheck.gate.measured import _DECLARATION_NOTES
+
+    text = _DECLARATION_NOTES.sub("", re.sub(r" \(the spec's deviations\.[^)]*$", "", change))
+    text = _PATH.sub(lambda m: m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _range(last: str | None, first: str | None, exact: bool) -> str:
     if first is None:
         return "-"
@@ -63,7 +76,7 @@ def findings(grid: Grid) -> list[Since]:
             if change_at is None:
                 continue
             cell = grid.state(change_at, family)[check]
-            out.append(Since(family, check, describe_change(base[check], cell), _range(last, first, exact), tf))
+            out.append(Since(family, check, readable(describe_change(base[check], cell)), _range(last, first, exact), tf))
     return out
 
 
@@ -125,7 +138,7 @@ def readme_section(grid: Grid, root: str) -> str:
              f"with vLLM {ref.vllm} does not change it).", "",
              "| family | check | what changed | since vLLM | since transformers |", "|---|---|---|---|---|"]
     for s in findings(grid):
-        change = s.change.replace("|", "\\|").replace("\n", " ")[:200]
+        change = s.change.replace("|", "\\|")
         lines.append(f"| {s.family} | {s.check} | {change} | {s.vllm} | {'; '.join(s.transformers) or '-'} |")
     lines += ["", "#### Which transformers to pin, per vLLM release", "",
               "Families not named take any transformers measured. \"regressed by vLLM itself\": a check that "
@@ -148,7 +161,7 @@ def readme_section(grid: Grid, root: str) -> str:
         count = lambda *ls: sum(1 for x in labels.values() if x in ls)  # noqa: E731
         secs = sum(r.get("check_s", 0) or 0 for r in data["runs"])
         lines.append(f"| [{p}]({_point_link(root, p)}) | {len(fams)} | {count(REGRESSED)} | {count('changed', FIXED)} "
-                     f"| {count(LOST)} | {secs:.0f} |")
+                     f"| {count(LOST)} | {f'{secs:.0f}' if secs else '-'} |")
     lines += ["", END]
     return "\n".join(lines)
 

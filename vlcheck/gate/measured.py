@@ -33,13 +33,15 @@ _VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?(?:\+\w+)?(
 
 
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+_CHECKPOINT = re.compile(r"(?<=-)[0-9a-f]{16}\b")
 
 
 def _mask(text: str) -> str:
     """Every release number (x.y.z) as <version>: a reason quotes the installed versions and, in a
     spec's own words, the reference's ("vLLM 0.24.0's processor ..."); neither is behaviour. Object
-    addresses in a quoted repr (`<PIL.Image.Image ... at 0x7F33...>`) differ from run to run."""
-    return _ADDRESS.sub("0x...", _VERSION.sub("<version>", text))
+    addresses in a quoted repr (`<PIL.Image.Image ... at 0x7F33...>`) differ from run to run, and a
+    synthetic checkpoint's folder (`chameleon-e33fec1372388fd8`) is named by a hash of the versions."""
+    return _CHECKPOINT.sub("<hash>", _ADDRESS.sub("0x...", _VERSION.sub("<version>", text)))
 
 
 def behaviour(cell: dict, env: dict, informational: Iterable[str] = ()) -> dict[str, Any]:
