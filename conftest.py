@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from vlcheck.gate.testing import expect_deviation, is_suite_crash
@@ -22,6 +23,10 @@ def pytest_configure(config: pytest.Config) -> None:
         import os
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if config.getoption("--vlcheck-baseline"):  # a bad baseline stops the session before it starts
+        from vlcheck.gate.testing import baseline_of
+
+        baseline_of(config)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,6 +46,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-shard", type=_shard, default=None, metavar="I/N",
                     help="run shard I of N: whole families, balanced by measured durations (vlcheck/gate/shard.py); "
                          "tests that belong to no family run in shard 1")
+    group.addoption("--vlcheck-baseline", metavar="FILE", default=None,
+                    help="compare with this report (`vlcheck check --json` on the versions you run today) instead of "
+                         "the repo's snapshots, which are the pinned reference's: the catalogue's checks pass where "
+                         "they behave as in it, by vlcheck diff's rules")
+    group.addoption("--vlcheck-accepted", metavar="FILE", default=None,
+                    help="with --vlcheck-baseline: a TOML file of reviewed, accepted changes (see vlcheck diff --accepted)")
     group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
                     help="GPU tier: compare each family-config served at tensor_parallel_size N with TP=1 "
                          "(tests/gpu_generation/test_tensor_parallel.py; N GPUs per family-config)")
@@ -144,13 +155,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             terminalreporter.line(f"{r.nodeid}: {next((l for l in first if 'Error' in l), first[-1] if first else '')[:200]}")
 
 
-ENGINE_FIXTURES = ("engine", "engine_cache_off", "seeded_engine", "tp_ready_engine")
-"""The fixtures below, each serving a family-config from its own engine."""
+ENGINE_FIXTURES = ("engine", "seeded_engine", "engine_cache_off", "tp_ready_engine")
+"""The fixtures below, each serving a family-config from its own engine (`engine` and
+`seeded_engine` share one where seeded weights are served)."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """GPU tests run grouped by family-config, and within it by the engine they need (shared,
-    cache off, seeded float32, tensor-parallel), so each engine starts once and serves all of its
+    seeded float32, cache off, tensor-parallel), so each engine starts once and serves all of its
     tests: the cache holds one engine, and going back to one would start it again.
     With --vlcheck-shard, the tests that belong to no family run in shard 1 only."""
     def key(item: pytest.Item):
@@ -190,12 +202,13 @@ def weights_mode(pytestconfig) -> str:
     return pytestconfig.getoption("--vlcheck-weights")
 
 
-def start_engine(family, variant, engines, weights_mode, request, dtypes=(None,), **overrides):
+def start_engine(family, variant, engines, weights_mode, request, dtypes=None, **overrides):
     """The family-config's engine: skipped when the runner cannot host it (GPUs, weights),
     failed when it does not start (that family's tests only). A declared `generation`
     deviation (an engine known not to start or serve) turns the failure into a strict xfail.
-    `dtypes`: tried in order until one starts (None: the spec's own), recorded as `dtype`."""
-    from vlcheck.gpu.engines import EngineUnavailable
+    `dtypes`: tried in order until one starts (None: float32 first for seeded weights, else the
+    spec's own), recorded as `dtype`. The test that starts an engine records its start time."""
+    from vlcheck.gpu.engines import SEEDED_DTYPES, EngineUnavailable, engine_args
     from vlcheck.prompt.requests import example_prompts
     from vlcheck.prompt.templates import TemplateUnavailable
 
@@ -206,6 +219,12 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=(None,)
         pytest.skip(f"{family.name}: the example renders with the model's chat template: {err}")
     expect_deviation(request, variant, "generation")
     errors = []
+    if dtypes is None:
+        try:
+            seeded = engine_args(family, variant, weights_mode, heads=overrides.get("heads"))[1] == "seeded"
+        except EngineUnavailable as err:
+            pytest.skip(str(err)) if err.skip else pytest.fail(str(err), pytrace=False)
+        dtypes = SEEDED_DTYPES if seeded else (None,)
     for dtype in dtypes:
         try:
             handle = engines.get(family, variant, weights_mode, **overrides, **({"dtype": dtype} if dtype else {}))
@@ -216,6 +235,9 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=(None,)
             continue
         if dtype:
             request.node.user_properties.append(("dtype", dtype))
+        if not handle.reported:
+            handle.reported = True
+            request.node.user_properties.append(("engine_start_s", round(handle.start_seconds, 1)))
         return handle
     # The mark applied above cannot turn a failed fixture setup into an xfail (pytest evaluates
     # xfail marks before fixtures run): a declared failure to start is made one here.
@@ -224,9 +246,30 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=(None,)
     pytest.fail("\n".join(errors), pytrace=False)
 
 
+@contextmanager
+def engine_death_as_outcome(variant):
+    """An engine that dies under a fixture: the declared `generation` deviation's xfail, or a
+    failure with its last words (marks applied in a fixture do not reach its own errors)."""
+    from vlcheck.gpu.watchdog import EngineDied
+
+    try:
+        yield
+    except EngineDied as err:
+        if variant.deviation("generation") is not None:
+            pytest.xfail(f"declared deviation: {variant.deviation('generation')} ({err})")
+        pytest.fail(str(err), pytrace=False)
+
+
 @pytest.fixture
 def engine(family, variant, engines, weights_mode, request):
-    return start_engine(family, variant, engines, weights_mode, request)
+    """The family-config's shared engine. Its greedy generation runs first, on the fresh engine,
+    so that the goldens do not depend on which tests ran before (prefix and encoder caches)."""
+    from vlcheck.gpu.gpu_checks import generation_runs
+
+    handle = start_engine(family, variant, engines, weights_mode, request)
+    with engine_death_as_outcome(variant):
+        generation_runs(family, variant, handle)
+    return handle
 
 
 @pytest.fixture
@@ -244,9 +287,10 @@ def tp_ready_engine(family, variant, engines, request):
 @pytest.fixture
 def seeded_engine(family, variant, engines, request):
     """(engine, dtype): the family-config's seeded checkpoint served in float32, as transformers
-    ran the CPU reference (its own engine: the shared one runs the spec's dtype), or in bfloat16
-    where vLLM refuses float32 (tests/gpu_generation/test_vllm_vs_transformers.py)."""
-    handle = start_engine(family, variant, engines, "seeded", request, dtypes=("float32", "bfloat16"))
+    ran the CPU reference, or in bfloat16 where vLLM refuses float32
+    (tests/gpu_generation/test_vllm_vs_transformers.py). With seeded weights in use (the default
+    without real ones) it is the shared engine itself."""
+    handle = start_engine(family, variant, engines, "seeded", request)
     return handle, dict(request.node.user_properties)["dtype"]
 
 

@@ -162,8 +162,13 @@ def _read_declaration(parent: _Reader, key: str) -> Declaration:
         except InvalidSpecifier as err:
             raise SpecError(r.path, r.field(dist), f"not a version range like \">=0.24.0,<=0.32.0\": {err}") from None
         ranges[dist] = text
+    modalities = r.get("modalities", list, [])
+    wrong = [m for m in modalities if m not in MODALITIES]
+    if wrong:
+        raise SpecError(r.path, r.field("modalities"), f"unknown modality {wrong[0]!r}; modalities are "
+                        + ", ".join(MODALITIES))
     r.done()
-    return Declaration(reason=reason, **ranges)
+    return Declaration(reason=reason, **ranges, modalities=tuple(modalities))
 
 
 def _read_prompt(r: _Reader) -> Prompt:
@@ -195,6 +200,7 @@ def _read_modality(r: _Reader) -> MediaPlaceholder:
         engine_args=r.get("engine_args", dict, {}),
         implicit=r.get("implicit", bool, False),
         video_metadata=r.get("video_metadata", bool, False),
+        matched_as_text=r.get("matched_as_text", bool, False),
     )
     r.done()
     if part is not None and part.get("type") not in MODALITIES:
@@ -265,6 +271,11 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
 
     deviations = _read_declarations(r, "deviations", list(CHECKS),
                                     lambda name: f"unknown check; checks are {', '.join(CHECKS)}")
+    for name, declared in deviations.items():
+        absent = [m for m in declared.modalities if m not in modalities]
+        if absent:
+            raise SpecError(r.path, r.field(f"deviations.{name}.modalities"),
+                            f"{absent[0]!r} is not a modality of this example ({', '.join(modalities)})")
     cases = [c.name for c in CASES]
     known_broken = _read_declarations(r, "known_broken", cases,
                                       lambda name: f"unknown hostile-input case{_did_you_mean(name, cases)}")
@@ -355,6 +366,7 @@ def _read_recipe(r: _Reader | None) -> Recipe | None:
         video_processor=r.get("video_processor", dict, {}),
         token_positions=r.get("token_positions", dict, {}),
         config_class=r.get("config_class", str),
+        hub_remote_code=r.get("hub_remote_code", bool, False),
         remote_code=r.get("remote_code", dict, {}),
         saved_config_keys=r.get("saved_config_keys", dict, {}),
         tokenizer=r.get("tokenizer", dict, {}),
@@ -362,8 +374,9 @@ def _read_recipe(r: _Reader | None) -> Recipe | None:
         unsupported=r.get("unsupported", str),
     )
     r.done()
-    if recipe.model_type is None and recipe.unsupported is None:
-        raise SpecError(r.path, r.field("model_type"), "set the transformers model_type, or `unsupported` with the reason")
+    if recipe.model_type is None and recipe.unsupported is None and not recipe.hub_remote_code:
+        raise SpecError(r.path, r.field("model_type"),
+                        "set the transformers model_type, `hub_remote_code = true`, or `unsupported` with the reason")
     return recipe
 
 

@@ -72,6 +72,12 @@ class MediaPlaceholder:
     (PaliGemma, Fuyu, BLIP-2, Florence-2). Without it, a prompt lacking `{placeholder}` is a
     spec error."""
 
+    matched_as_text: bool = False
+    """vLLM's processor finds this placeholder by its text, tokenized in context, rather than as one
+    special token, so its `<...>` pieces need not be tokens of the model's tokenizer (MiniCPM-V 2.6's
+    `(<video>./</video>)`: its tokenizer has no `<video>`). The stops check then leaves the pieces
+    alone, and the synthetic tokenizer does not make them special tokens, as the real one does not."""
+
     def render(self, count: int) -> str:
         """The placeholder text for `count` items: numbered from 1, joined by the separator."""
         return self.separator.join(self.text.replace("{i}", str(i)) for i in range(1, count + 1))
@@ -178,6 +184,14 @@ class Declaration:
     transformers: str
     """The transformers versions it was measured on, as a PEP 440 specifier."""
 
+    modalities: tuple[str, ...] = ()
+    """The modalities it is about (`modalities = ["video"]`); empty: the whole check. A test
+    that checks several modalities still asserts the others (Qwen2-VL's video positions
+    deviate, its images are still compared)."""
+
+    def covers(self, modality: str) -> bool:
+        return not self.modalities or modality in self.modalities
+
     def applies(self, vllm: str | None, transformers: str | None) -> bool:
         """Whether these installed versions lie inside the measured range (a missing package never does)."""
         from packaging.specifiers import SpecifierSet
@@ -188,7 +202,8 @@ class Declaration:
 
     @property
     def scope(self) -> str:
-        return f"vllm {self.vllm}, transformers {self.transformers}"
+        where = f", {'/'.join(self.modalities)} only" if self.modalities else ""
+        return f"vllm {self.vllm}, transformers {self.transformers}{where}"
 
     def __str__(self) -> str:
         return self.reason
@@ -332,7 +347,7 @@ class Recipe:
     `[synthetic]` table. Sizes are shrunk generically; this holds what cannot be guessed."""
 
     model_type: str | None = None
-    """The transformers config class key (`qwen2_vl`, `llava`, ...)."""
+    """The transformers config class key (`qwen2_vl`, `llava`, ...); not needed with `hub_remote_code`."""
 
     config: dict[str, Any] = field(default_factory=dict)
     """Config overrides applied after shrinking, by dotted path (`"text_config.rope_scaling"`)."""
@@ -369,6 +384,15 @@ class Recipe:
 
     config_class: str | None = None
     """The config class by import path, for a model type neither registry knows."""
+
+    hub_remote_code: bool = False
+    """The config, processor and image processor are the model's own remote code (its `auto_map`
+    in config.json / processor_config.json / preprocessor_config.json), read from the HF cache for
+    the variant's `model` (`vlcheck.checkpoints.remote_code`): the real config is loaded with
+    trust_remote_code and shrunk, the real image processor settings kept (`image_processor`
+    overrides them), and the remote files are shipped in the checkpoint and hashed into its name.
+    Where a file is not in the cache, the checks that need the checkpoint skip naming it. With
+    `unsupported` too, the skip reason adds which remote files are missing (computed at run time)."""
 
     remote_code: dict[str, str] = field(default_factory=dict)
     """Auto classes shipped as the checkpoint's own code (loaded with trust_remote_code): auto class
