@@ -114,11 +114,6 @@ def cmd_check(args) -> int:
     if args.gpu:
         extra, engines = gpu_checks(args.weights)
         checks.update(extra)
-    if args.check:  # `vlcheck bisect` re-runs only the checks a finding is about
-        unknown = sorted(set(args.check) - set(checks))
-        if unknown:
-            raise ValueError(f"unknown check(s) {', '.join(unknown)}: choose from {', '.join(checks)}")
-        checks = {name: fn for name, fn in checks.items() if name in args.check}
     total, done = len(families) * len(checks), 0
 
     def progress(family: str, check: str) -> None:
@@ -247,7 +242,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the report as JSON (the input of `vlcheck diff`)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
-    p.add_argument("--check", action="append", metavar="NAME", help="only these checks (repeatable)")
     p.add_argument("--shard", type=_shard, metavar="I/N",
                    help="only shard I of N (whole families, balanced by measured durations); join with `vlcheck merge`")
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
