@@ -53,10 +53,13 @@ def _range(low: str, high: str) -> str:
 
 
 def _box_same(grid: Grid, family: str, check: str, vllm: list[str], transformers: list[str]) -> bool | None:
-    """True: every point of the box behaves as the reference; False: one differs; None: one is unknown."""
+    """True: every point of the box behaves as the reference (measured, or inferred between measured
+    neighbours that agree); False: one differs; None: one is unknown."""
     ref_state, _, _ = grid.cell(grid.axes.reference, family)
     for v in vllm:
         for t in transformers:
+            if grid.store.unmeasurable(Point(v, t)):
+                continue  # a pairing that does not install (vLLM 0.32.0 caps transformers <5.20) holds nothing
             state, how, _ = grid.cell(Point(v, t), family)
             if state is None:
                 return None
