@@ -362,6 +362,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the example script's job for one family, on a GPU (cache checks done right)")
     add_arguments(p)
     p.set_defaults(func=cmd_run)
+
+    from vlcheck.gate import bisect, envs, matrix
+
+    for module in (envs, bisect, matrix):  # each subcommand's arguments live in its own module
+        module.register(sub)
     return parser
 
 
@@ -384,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM's INFO lines would bury the table
     try:
-        add_spec_dirs(args.specs)
+        add_spec_dirs(getattr(args, "specs", []))  # env, bisect, matrix take no spec folders
         return args.func(args)
     except (UnknownFamily, SpecError, NeedsChatTemplate, ReportError, MergeError) as e:
         print(f"vlcheck {args.command}: {e}", file=sys.stderr)
