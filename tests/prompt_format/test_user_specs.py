@@ -174,7 +174,7 @@ def test_list_shows_the_specs_that_do_not_load(tmp_path, capsys, monkeypatch):
     model_folder(tmp_path)
     spec_file(tmp_path, '[single]\nmodel = "../models/my-ft"\n')
     spec_file(tmp_path, '[single]\nmodle = "../models/my-ft"\n', name="typo")
-    assert main(["list", "--specs", str(tmp_path / "specs")]) == 1
+    assert main(["list", "--specs", str(tmp_path / "specs")]) == 2
     out = capsys.readouterr().out
     assert re.search(r"^my_ft +/\S+/models/my-ft +image,video", out, re.M), out
     assert "1 families" in out and "1 spec(s) do not load:" in out
@@ -206,7 +206,7 @@ def test_init_writes_a_starter_spec_that_loads(tmp_path, capsys, monkeypatch):
     assert "# generation_config.json eos_token_id: 2 = '</s>', 5 = '<|im_end|>'\nstop_token_ids = [2, 5]" in text
     spec = load_spec(tmp_path / "specs" / "my_ft.toml")
     assert spec.single.stop_token_ids == (2, 5) and spec.single.source is None
-    assert main(["init", "models/my-ft", "-o", "specs/"]) == 1  # never overwrites without --force
+    assert main(["init", "models/my-ft", "-o", "specs/"]) == 2  # never overwrites without --force (usage: 2)
     assert "exists; pass --force" in capsys.readouterr().err
 
 

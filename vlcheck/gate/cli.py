@@ -47,7 +47,7 @@ def cmd_list(args) -> int:
     broken = {n: e for n, e in spec_errors().items() if n in chosen}
     if args.json:
         print(json.dumps(summaries + [{"name": n, "spec": e.path, "error": str(e)} for n, e in broken.items()], indent=2))
-        return 1 if broken else 0
+        return USAGE if broken else 0
     rows = [[s["name"], s["model"], ",".join(s["modalities"]) or "-",
              f"1..{s['max_images']}" if s["multi_image"] else "-", s["gpus"], s["prompt_source"]]
             for s in summaries]
@@ -59,7 +59,7 @@ def cmd_list(args) -> int:
         print(f"\n{len(broken)} spec(s) do not load:")
         for name, err in broken.items():
             print(f"  {name}: {err}")
-        return 1
+        return USAGE  # a spec that does not load is bad input, as in every other command
     return 0
 
 
@@ -395,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vlcheck {args.command}: {e}", file=sys.stderr)
         return USAGE
     except ValueError as e:
-        if args.command not in ("render", "run"):  # their arguments a family's example does not take
+        if args.command not in ("render", "run", "init"):  # arguments a family's example (or a starter) cannot take
             raise
         print(f"vlcheck {args.command}: {e}", file=sys.stderr)
         return USAGE
