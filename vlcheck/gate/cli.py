@@ -268,12 +268,17 @@ keep it in a folder and pass `--specs DIR` to any command (or set VLCHECK_SPEC_P
 """
 
 
+def _add_specs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--specs", action="append", default=[], metavar="DIR",
+                        help=f"a folder of your own spec files (repeatable; also ${SPEC_PATH_ENV}, separated by "
+                             f"{os.pathsep!r}, which the environments vlcheck starts inherit): checked instead of the "
+                             "built-in families, which stay available by name and as bases; a file named like a "
+                             "built-in one replaces it")
+
+
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--specs", action="append", default=[], metavar="DIR",
-                        help=f"a folder of your own spec files (repeatable; also ${SPEC_PATH_ENV}, separated by "
-                             f"{os.pathsep!r}): checked instead of the built-in families, which stay available by "
-                             "name and as bases; a file named like a built-in one replaces it")
+    _add_specs_option(common)
     return common
 
 
@@ -367,6 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in (envs, bisect, matrix):  # each subcommand's arguments live in its own module
         module.register(sub)
+    for name in ("env", "bisect", "matrix"):  # their checks run in child environments, which inherit the folders
+        _add_specs_option(sub.choices[name])
     return parser
 
 
@@ -389,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM's INFO lines would bury the table
     try:
-        add_spec_dirs(getattr(args, "specs", []))  # env, bisect, matrix take no spec folders
+        add_spec_dirs(args.specs)
         return args.func(args)
     except (UnknownFamily, SpecError, NeedsChatTemplate, ReportError, MergeError) as e:
         print(f"vlcheck {args.command}: {e}", file=sys.stderr)
