@@ -317,6 +317,8 @@ def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant
     cases = [c.name for c in CASES]
     known_broken = _read_declarations(r, "known_broken", cases,
                                       lambda name: f"unknown hostile-input case{_did_you_mean(name, cases)}")
+    if inherited is not None:  # how vLLM's processor takes bad input is the architecture's: the base family's
+        known_broken = {**inherited.known_broken, **known_broken}  # measured breakages hold for a fine-tune too
 
     stop_ids = r.get("stop_token_ids", list)
     stop_tokens = r.get("stop_tokens", list)

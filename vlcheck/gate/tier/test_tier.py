@@ -1,27 +1,24 @@
 """Every family-config of the selected specs through vlcheck's checks: `pytest -m "not gpu"` runs
-the CPU checks (engine args, architecture, template, stops, vLLM's processor), `pytest -m gpu`
+the catalogue's CPU checks (engine args, architecture, template, stops, vLLM's processor, its
+tensors, placement, hostile inputs, the transformers reference, the served path), `pytest -m gpu`
 serves it on a GPU (the example's requests, prompt token counts, stop tokens, the processor cache).
 Declared deviations and skips work as in `vlcheck check`; a failure names family, variant, check."""
 
 import pytest
 
-from vlcheck.core.results import Status, declared_deviation
-from vlcheck.cpu.processor_check import processor_check
-from vlcheck.cpu.vllm_checks import architecture_check, engine_args_check
-from vlcheck.gate.testing import assert_as_declared, expect_deviation, headline
+from vlcheck.gate.checks import CATALOGUE
+from vlcheck.gate.testing import assert_as_declared, expect_deviation, run_check
 from vlcheck.gpu.gpu_checks import NUM_PROMPTS, generation_runs, stop_run, unknown_uuid_error, uuid_resend
-from vlcheck.prompt.conformance import stop_conformance, template_conformance
 
-CPU_CHECKS = {"engine_args": engine_args_check, "architecture": architecture_check, "template": template_conformance,
-              "stops": stop_conformance, "processor": processor_check}
+PER_CONFIG = [c for c in CATALOGUE.values() if c.run is not None]
+"""The catalogue's checks that run per family-config (`spec` compares a whole family with its example)."""
 
 
-@pytest.mark.parametrize("check", list(CPU_CHECKS))
-def test_cpu_check(family, variant, check):
-    result = declared_deviation(CPU_CHECKS[check](family, variant), variant)
-    if result.status is Status.SKIP:
-        pytest.skip(headline(result, variant))
-    assert_as_declared(result, variant)
+@pytest.mark.parametrize("check", PER_CONFIG, ids=lambda c: c.name)
+def test_cpu_check(family, variant, check, request):
+    result = run_check(request, check.name, family, variant)  # skips with the reason; None: as in --vlcheck-baseline
+    if result is not None:
+        assert_as_declared(result, variant, check.declared_as)
 
 
 @pytest.mark.gpu
