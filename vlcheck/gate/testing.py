@@ -1,8 +1,8 @@
-"""Helpers the pytest suite shares (kept out of conftest.py so that test modules can import them).
+"""Helpers the tests share (test modules import them; the plugin's hooks are in pytest_plugin.py).
 
 Every failing test says in its first line the family, the variant, the check and why. A check
 that vlcheck itself could not run (status `error`, or a `SuiteError`) is reported by pytest as an
-error, apart from the failures that describe vLLM's or transformers' behaviour (see conftest.py).
+error, apart from the failures that describe vLLM's or transformers' behaviour (see pytest_plugin.py).
 """
 
 from __future__ import annotations
@@ -61,13 +61,46 @@ def expect_deviation(request: pytest.FixtureRequest, variant: Variant, check: st
                                               strict=True))
 
 
+def assert_as_scoped(request: pytest.FixtureRequest, variant: Variant, check: str,
+                     problems: dict[str, list[str]], headline: str) -> None:
+    """A test's problems per modality, against the declared deviation of `check`: one declared for
+    the whole check is a strict expected failure (`expect_deviation`); one declared for some
+    modalities (`modalities = ["video"]`) excuses those only: every other modality must pass,
+    and the declared ones must still deviate (else the spec is out of date)."""
+    declared = variant.deviation(check)
+    if declared is None or not declared.modalities:
+        if declared is not None:
+            expect_deviation(request, variant, check)
+        found = [p for ps in problems.values() for p in ps]
+        assert not found, headline + "\n" + "\n".join(found)
+        return
+    others = [p for m, ps in problems.items() if not declared.covers(m) for p in ps]
+    assert not others, (headline + f" (deviations.{check} covers {'/'.join(declared.modalities)} only)\n"
+                        + "\n".join(others))
+    excused = [p for m, ps in problems.items() if declared.covers(m) for p in ps]
+    if not excused:
+        pytest.fail(f"{variant.kind}: deviations.{check} is declared for {declared.scope} but "
+                    f"{'/'.join(declared.modalities)} agree now: remove it from the spec or narrow its versions",
+                    pytrace=False)
+    pytest.xfail(f"declared deviation ({declared.scope}; the other modalities passed): {declared.reason} "
+                 f"[now: {excused[0][:300]}]")
+
+
+def modality_of(shape: str) -> str:
+    """`"video x1"` -> `"video"`."""
+    return shape.split(" ", 1)[0]
+
+
 def is_suite_crash(excinfo: pytest.ExceptionInfo) -> bool:
     """A test failed because vlcheck's own code broke: a `SuiteError`, or an exception raised in
     vlcheck's code rather than vLLM's or transformers' (`core.results.raised_by`, the rule the
     report's `error` cells follow too). Assertions and pytest outcomes are never crashes."""
+    from vlcheck.gpu.watchdog import EngineDied
+
     if excinfo.errisinstance(SuiteError):
         return True
-    if excinfo.errisinstance((AssertionError, pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception)):
+    if excinfo.errisinstance((AssertionError, EngineDied, pytest.fail.Exception, pytest.skip.Exception,
+                              pytest.xfail.Exception)):
         return False
     return raised_by(excinfo.value) == "vlcheck"
 
