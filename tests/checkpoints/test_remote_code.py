@@ -9,7 +9,7 @@ import pytest
 from vlcheck.checkpoints.remote_code import resolve
 from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
 from vlcheck.prompt.assets import fetch
-from vlcheck.spec.registry import get_family
+from vlcheck.spec.registry import all_families, get_family
 
 CONFIG = {"model_type": "m", "auto_map": {"AutoConfig": "configuration_m.MConfig", "AutoModel": "modeling_m.M"}}
 PREPROCESSOR = {"auto_map": {"AutoProcessor": "processing_m.MProcessor", "AutoTokenizer": ["t.T", None]}}
@@ -66,14 +66,17 @@ def test_the_digest_follows_the_files_content(hub):
     assert resolve("org/m").digest() != before
 
 
-@pytest.mark.parametrize(("name", "missing"), [
-    ("phi3_v", "microsoft/Phi-3.5-vision-instruct/config.json"),
-    ("molmo", "allenai/Molmo-7B-D-0924/config.json"),  # `unsupported` too: the reason, then the file
-])
-def test_without_the_models_files_the_checkpoint_is_not_buildable_naming_them(hub, name, missing):
+REMOTE_CODE_FAMILIES = sorted(n for n, f in all_families().items() if f.synthetic and f.synthetic.hub_remote_code)
+
+
+@pytest.mark.parametrize("name", REMOTE_CODE_FAMILIES)
+def test_without_the_models_files_the_checkpoint_is_not_buildable_naming_them(hub, name):
+    """Every hub_remote_code family, on a cache without its model: each variant's skip names the
+    model's config.json (after the reason, where the family is `unsupported` for another one too)."""
     spec = get_family(name)
-    with pytest.raises(NotBuildable) as err:
-        checkpoint_dir(spec, spec.variants[0])
-    assert f"{missing} is not in the HF cache" in str(err.value)
-    if spec.synthetic.unsupported:
-        assert str(err.value).startswith(f"{name}: {spec.synthetic.unsupported}")
+    for variant in spec.variants:
+        with pytest.raises(NotBuildable) as err:
+            checkpoint_dir(spec, variant)
+        assert f"{variant.model}/config.json is not in the HF cache" in str(err.value)
+        if spec.synthetic.unsupported:
+            assert str(err.value).startswith(f"{name}: {spec.synthetic.unsupported}")

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -40,11 +41,10 @@ def tier(tmp_path, rep, *extra):
     return run.returncode, run.stdout + run.stderr
 
 
-def test_moved_facts_fail_their_family_config_a_known_failure_passes_and_accepted_changes_pass(baseline, tmp_path):
+def test_moved_facts_fail_their_family_config_and_a_known_failure_passes(baseline, tmp_path):
     """Against the baseline: llava's single-image processor token count and architecture fact
     moved (those two fail, naming the fact); qwen2_vl's architecture failed in the baseline and
-    passes here (fixed: passes); the rest behaves as in the baseline (passes). Then the two
-    changes, reviewed and accepted (`--vlcheck-accepted`): all pass."""
+    passes here (fixed: passes); the rest behaves as in the baseline (passes)."""
     old = copy.deepcopy(baseline)
     llava = old["families"]["llava"]["checks"]
     counts = llava["processor"]["data"]["single.token_counts"]
@@ -63,12 +63,31 @@ def test_moved_facts_fail_their_family_config_a_known_failure_passes_and_accepte
     assert 'llava architecture [single]: single.chat_placeholders["image"]: <img> -> <image>' in out
     assert re.search(r"2 failed, 6 passed", out), out
 
-    accepted = tmp_path / "accepted.toml"  # the changes, reviewed, as `vlcheck diff --draft-accepted` writes them
+
+def test_accepted_changes_pass(baseline, tmp_path):
+    """The moved token count, reviewed and accepted (`--vlcheck-accepted`, as `vlcheck diff
+    --draft-accepted` writes it): the family-config passes; without the file it fails."""
+    from vlcheck.gate.checks import CATALOGUE, run_variant
+    from vlcheck.gate.testing import Baseline
+
+    old = copy.deepcopy(baseline)
+    counts = old["families"]["llava"]["checks"]["processor"]["data"]["single.token_counts"]
+    counts[next(iter(counts))]["prompt_tokens"] -= 40
+    (tmp_path / "baseline.json").write_text(json.dumps(old))
+    accepted = tmp_path / "accepted.toml"
     accepted.write_text(draft(diff.compare(old, baseline).moved).replace('reason = ""', 'reason = "reviewed"'))
-    code, out = tier(tmp_path, old, "--vlcheck-accepted", str(accepted))
-    assert code == 0 and re.search(r"8 passed", out), out
+    spec = get_family("llava")
+    result = run_variant(CATALOGUE["processor"], spec, spec.single)
+    assert Baseline(str(tmp_path / "baseline.json"), str(accepted)).compare("processor", result, spec.single) is None
+    with pytest.raises(pytest.fail.Exception, match=r"single.token_counts"):
+        Baseline(str(tmp_path / "baseline.json")).compare("processor", result, spec.single)
 
 
 def test_a_bad_baseline_stops_the_session_naming_the_file(tmp_path):
-    code, out = tier(tmp_path, "{}")
-    assert code == 4 and "--vlcheck-baseline:" in out and "baseline.json: schema: missing" in out, out
+    from vlcheck.gate.testing import baseline_of
+
+    (tmp_path / "baseline.json").write_text("{}")
+    config = types.SimpleNamespace(getoption=lambda name, default=None: {
+        "--vlcheck-baseline": str(tmp_path / "baseline.json")}.get(name, default))
+    with pytest.raises(pytest.UsageError, match=r"--vlcheck-baseline: .*baseline.json: schema: missing"):
+        baseline_of(config)

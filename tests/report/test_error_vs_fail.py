@@ -19,14 +19,12 @@ from vlcheck.spec.registry import get_family, load_spec
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 
 
-def test_an_attribute_error_in_the_adapter_is_an_error(monkeypatch, tmp_path):
-    """vLLM's registry without the method the adapter calls: the processor check errors."""
-    import vllm.multimodal
-
+def test_an_attribute_error_in_the_adapter_is_an_error(monkeypatch):
+    """The adapter reading an attribute its processor object does not have (as when vLLM renames
+    one): raised in the adapter's own frame, the processor check errors."""
     from vlcheck.adapter import processor
 
-    monkeypatch.setattr(vllm.multimodal, "MULTIMODAL_REGISTRY", types.SimpleNamespace())
-    monkeypatch.setattr(processor, "generation", lambda: processor.CACHE_AT_CREATION)
+    monkeypatch.setattr(processor, "Processor", lambda *args, **kwargs: types.SimpleNamespace())
     spec = get_family("llava")
     result = run_variant(CATALOGUE["processor"], spec, spec.single)
     assert result.status is Status.ERROR, result
@@ -72,6 +70,13 @@ def test_who_raised_an_exception_decides():
         SamplingParams(temperature=-1.0)
     assert raised_by(vllms.value) == "vllm"
     assert from_exception("llava", "engine_args", vllms.value).status is Status.FAIL
+    from vlcheck import adapter
+    from vlcheck.checkpoints.synthetic import checkpoint_dir
+
+    spec = get_family("llava")
+    with pytest.raises(Exception) as validation:  # vLLM's config validators, raised from pydantic's frames
+        adapter.create_processor(str(checkpoint_dir(spec, spec.single)), {"dtype": "not-a-dtype"})
+    assert raised_by(validation.value) == "vllm"
     with pytest.raises(AttributeError) as ours:
         types.SimpleNamespace().missing
     assert raised_by(ours.value) == "vlcheck"  # the repository's tests are vlcheck's code too

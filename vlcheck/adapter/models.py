@@ -25,12 +25,12 @@ def is_multimodal_class(model_cls: type) -> bool:
     return bool(supports_multimodal(model_cls))
 
 
-def takes_modality(model_cls: type, modality: str) -> tuple[bool, str | None]:
-    """Whether the model takes a modality, and the placeholder vLLM's chat API writes for one
-    item (None where the model's processor inserts the media tokens itself). vLLM's models
-    raise for a modality they do not take."""
+def takes_modality(model_cls: type, modality: str, item: int = 1) -> tuple[bool, str | None]:
+    """Whether the model takes a modality, and the placeholder vLLM's chat API writes for its
+    `item`-th item (None where the model's processor inserts the media tokens itself). vLLM's
+    models raise for a modality they do not take."""
     try:
-        return True, model_cls.get_placeholder_str(modality, 1)
+        return True, model_cls.get_placeholder_str(modality, item)
     except (ValueError, NotImplementedError, KeyError):
         return False, None
 

@@ -120,8 +120,8 @@ def require_transformers_model(folder: str | Path, architecture: str) -> None:
 
     remote = json.loads((Path(folder) / "config.json").read_text()).get("auto_map", {})
     if "AutoConfig" in remote and not any(k.startswith("AutoModel") for k in remote):
-        raise NoTransformersModel(f"transformers has no {architecture} class: the config is the model's remote code "
-                                  f"({remote['AutoConfig']}), and its modeling code is not in the checkpoint")
+        raise NoTransformersModel(f"transformers cannot build {architecture} here: the config is remote code "
+                                  f"({remote['AutoConfig']}) and the checkpoint ships no modeling code")
     try:
         config = AutoConfig.from_pretrained(folder)
     except (ValueError, KeyError) as err:  # a model type only vLLM defines

@@ -103,7 +103,12 @@ def check_spec(spec: FamilySpec) -> CheckResult:
 
     facts = {"prompts": prompt_document(spec).splitlines()}
     problems, checked, missing = [], 0, []
+    if all(v.source is None for v in spec.variants):
+        return CheckResult(spec.name, "spec", Status.PASS, "loaded; your own model: no vLLM example to compare with"
+                           + (f" (based on {spec.base})" if spec.base else ""), data=facts)
     for variant in spec.variants:
+        if variant.source is None:
+            continue
         if seeds.load_seed(variant.source.seed) is None:
             missing.append(f"[{variant.kind}] seed {variant.source.seed} "
                            + ("cannot be executed" if seeds.seed_file(variant.source.seed) else "not found"))
@@ -173,6 +178,12 @@ def _hostile(spec, variant):
     return hostile_check(spec, variant)
 
 
+def _served(spec, variant):
+    from vlcheck.served.checks import served_check
+
+    return served_check(spec, variant)
+
+
 CATALOGUE: dict[str, Check] = {c.name: c for c in (
     Check("spec", None, "tests/prompt_format/test_specs_match_seeds.py::test_spec_matches_example",
           per_family=check_spec),
@@ -187,6 +198,7 @@ CATALOGUE: dict[str, Check] = {c.name: c for c in (
     Check("hostile", _hostile, "tests/hostile_inputs/test_hostile_cpu.py::test_hostile_inputs_on_cpu"),
     Check("reference", _reference, "tests/numerics/test_cpu_reference.py::test_transformers_reference",
           tolerance=1e-3),
+    Check("served", _served, "tests/served/test_served.py::test_served_render"),
 )}
 """Every check that runs without an engine, in report order (`vlcheck check`)."""
 

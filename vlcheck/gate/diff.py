@@ -61,6 +61,8 @@ class Change:
     old: Any
     new: Any
     note: str = ""
+    tolerance: float | None = None
+    """How far the fact's numbers may move and be the same (its check's)."""
 
     def text(self) -> str:
         where = f"{self.family} {self.check}"
@@ -69,6 +71,12 @@ class Change:
         if isinstance(self.old, list) and isinstance(self.new, list) and _lines(self.old + self.new):
             body = "\n".join([*("    -" + line for line in self.old), *("    +" + line for line in self.new)][:40])
             return f"{where}: {self.fact} changed:\n{body}"
+        if isinstance(self.old, (dict, list)) and isinstance(self.new, (dict, list)) and self.note == "":
+            leaves = differing_leaves(self.old, self.new, tolerance=self.tolerance)
+            if leaves and len(_short(self.old, 10_000)) > 200:  # a big value: name what inside it moved
+                body = "\n".join(f"    {path}: {_short(a, 80)} -> {_short(b, 80)}" for path, a, b in leaves[:8])
+                more = f"\n    ... {len(leaves) - 8} more" if len(leaves) > 8 else ""
+                return f"{where}: {self.fact} changed:\n{body}{more}"
         return f"{where}: {self.fact}: {_short(self.old)} -> {_short(self.new)}" + (f" ({self.note})" if self.note else "")
 
 
@@ -255,6 +263,7 @@ def compare_unit(d: Diff, family: str, label: str, o: dict, n: dict, not_applied
         return True
     if was in OK and now == "fail":
         d.regressions.append(Change(family, label, "status", was, now, n.get("reason", "")))
+        return False  # what it no longer measures is the regression's, not lost coverage of its own
     elif was == "pass" and now == "declared deviation":
         d.regressions.append(Change(family, label, "status", was, now, "now only passes by a declaration: "
                                     + n.get("reason", "")))
@@ -302,12 +311,12 @@ def compare_facts(d: Diff, family: str, label: str, old: dict, new: dict, tolera
                     elif k not in a:
                         d.gained.append(f"{family} {label}: {fact}: measured on the new side only")
                     elif not same(a[k], b[k], tolerance):
-                        d.moved.append(Change(family, label, fact, a[k], b[k]))
+                        d.moved.append(Change(family, label, fact, a[k], b[k], tolerance=tolerance))
             elif isinstance(a, list) and isinstance(b, list) and _lines(a + b):
                 removed, added = _line_changes(a, b)
                 d.moved.append(Change(family, label, key, removed, added))
             else:
-                d.moved.append(Change(family, label, key, a, b))
+                d.moved.append(Change(family, label, key, a, b, tolerance=tolerance))
 
 
 def _facts(cell: dict, prefix: str | None, informational: set[str]) -> dict:
@@ -328,6 +337,17 @@ def _finding(unit: dict, env: dict) -> str:
         if env.get(package):
             text = text.replace(str(env[package]), f"<{package}>")
     return text
+
+
+def differing_leaves(a: Any, b: Any, path: str = "", tolerance: float | None = None) -> list[tuple[str, Any, Any]]:
+    """(path, old, new) of every leaf where two JSON values differ: `[0].top_logprobs[1]["4"]`."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [leaf for k in [*a, *(k for k in b if k not in a)]
+                for leaf in (differing_leaves(a[k], b[k], f"{path}[{json.dumps(k)}]", tolerance) if k in a and k in b
+                             else [(f"{path}[{json.dumps(k)}]", a.get(k), b.get(k))])]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [leaf for i, (x, y) in enumerate(zip(a, b)) for leaf in differing_leaves(x, y, f"{path}[{i}]", tolerance)]
+    return [] if same(a, b, tolerance) else [(path, a, b)]
 
 
 def _lines(values: list) -> bool:

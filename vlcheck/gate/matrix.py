@@ -325,8 +325,11 @@ def register(sub) -> None:
     p.add_argument("--budget", type=float, default=3600, metavar="SECONDS", help="run: stop measuring after this long")
     p.add_argument("--vllm-releases", metavar="A,B,...", help="run: the vLLM axis (default: the index's, --vllm-range)")
     p.add_argument("--transformers-releases", metavar="A,B,...", help="run: the transformers axis")
-    p.add_argument("--vllm-range", default="0.24.0,0.32.0", metavar="LOW,HIGH")
-    p.add_argument("--transformers-range", default="5.16.1,5.23.0", metavar="LOW,HIGH")
+    p.add_argument("--vllm-range", default="0.24.0,0.32.0", metavar="LOW,HIGH",
+                   help="run: without --vllm-releases, every final vLLM release between these (default: %(default)s)")
+    p.add_argument("--transformers-range", default="5.16.1,5.23.0", metavar="LOW,HIGH",
+                   help="run: without --transformers-releases, every final transformers release between these "
+                        "(default: %(default)s)")
     p.add_argument("--priority-vllm", metavar="A,B,...", help="run: vLLM releases measured whole first (default: the ends)")
     p.add_argument("--priority-transformers", metavar="A,B,...", help="run: transformers releases measured whole first")
     p.add_argument("--html", metavar="FILE", help="report: write the matrix as a self-contained HTML page")

@@ -1,8 +1,8 @@
-"""Helpers the pytest suite shares (kept out of conftest.py so that test modules can import them).
+"""Helpers the tests share (test modules import them; the plugin's hooks are in pytest_plugin.py).
 
 Every failing test says in its first line the family, the variant, the check and why. A check
 that vlcheck itself could not run (status `error`, or a `SuiteError`) is reported by pytest as an
-error, apart from the failures that describe vLLM's or transformers' behaviour (see conftest.py).
+error, apart from the failures that describe vLLM's or transformers' behaviour (see pytest_plugin.py).
 """
 
 from __future__ import annotations

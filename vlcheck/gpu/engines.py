@@ -20,6 +20,7 @@ from typing import Any
 
 from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
 from vlcheck.gpu.watchdog import EngineDied, Watchdog, Watched, last_words
+from vlcheck.spec.models import local_dir
 from vlcheck.spec.schema import FamilySpec, Variant
 
 # Engine args a synthetic checkpoint cannot honour, or that only waste time in a test. Its 2
@@ -52,6 +53,13 @@ float32 on CPU, and vLLM's first-step logprobs lay 0.06-0.14 nats from transform
 CPU, transformers with its convolutions rounded to TF32 flips 4 codes: 137 -2.6226 -> -2.3868.
 With TF32 off the H200 agrees with transformers within 0.0071 nats; with it on, the comparison
 fails again (same run). The engine's processes inherit the setting; the CPU side is unaffected."""
+
+WEIGHTS = ("auto", "real", "seeded", "synthetic")
+WEIGHTS_HELP = ("auto (default): the real weights where the model's folder or the HF cache holds them, else the "
+                "synthetic checkpoint with seeded weights (vLLM's dummy loading where none can be drawn); real: "
+                "only real weights (skip otherwise); seeded: always the seeded synthetic checkpoint; synthetic: "
+                "vLLM's dummy loading, whose outputs cannot detect numerical changes")
+"""The `--weights` / `--vlcheck-weights` choices, explained once for every command that takes them."""
 
 DUMMY_WEIGHTS_NOTE = ("served with vLLM's dummy weights: every output is the same whatever the input, so "
                       "greedy outputs and goldens cannot detect a numerical change (use seeded weights)")
@@ -100,7 +108,10 @@ def gpu_count() -> int:
 
 
 def real_weights_available(variant: Variant) -> str | None:
-    """A local snapshot path of the real model when its weights are in the HF cache."""
+    """A local path of the real model: its folder, or its snapshot when its weights are in the HF cache."""
+    folder = local_dir(variant.model)
+    if folder is not None:
+        return str(folder) if any(folder.glob("*.safetensors")) or any(folder.glob("*.bin")) else None
     try:
         from huggingface_hub import snapshot_download
 
@@ -153,7 +164,8 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
         if real is not None:
             return {**args, **TEST_ENGINE_ARGS, "model": real, **overrides}, "real", real
         if weights == "real":
-            raise EngineUnavailable(f"{spec.name}: --vlcheck-weights real, but {variant.model} is not in the HF cache", True)
+            where = "its folder holds no weights" if local_dir(variant.model) else "it is not in the HF cache"
+            raise EngineUnavailable(f"{spec.name}: --vlcheck-weights real, but {variant.model}: {where}", True)
     # "seeded" (and "auto" without real weights): the synthetic checkpoint with fixed-seed weights in
     # the Hub's layout, which vLLM's loader takes whole (tests/numerics/test_seeded.py). "auto" falls
     # back to dummy loading where no seeded weights can be drawn; "synthetic" always uses it.

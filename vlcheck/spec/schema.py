@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 MODALITIES: tuple[str, ...] = ("image", "video")
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
-                           "reference", "vllm_reference", "placement")
+                           "reference", "vllm_reference", "placement", "served")
 """The per-family checks a spec may declare a deviation for (`reference`: the transformers reference
-on CPU; `vllm_reference`: vLLM against it on the GPU tier)."""
+on CPU; `vllm_reference`: vLLM against it on the GPU tier; `served`: the example's chat request
+rendered by vLLM's server against the example's own prompt offline, that comparison only)."""
 
 # Slots a prompt template or message content may use. `{placeholder}` is replaced by the
 # modality's placeholder text repeated for each item (see `MediaPlaceholder`).
@@ -122,11 +123,17 @@ class Prompt:
 
     explicit_chat_template: str | None = None
     """A chat template the example passes itself (`apply_chat_template(chat_template=...)`),
-    used instead of the model's (Qwen-VL-Chat has none of its own)."""
+    used instead of the model's (Qwen-VL-Chat has none of its own). In a user's spec: the
+    template given to `vllm serve --chat-template`, inline or as `chat_template_file` (a Jinja
+    file, relative to the spec file)."""
 
     @property
     def kind(self) -> str:
         return "hand" if self.template is not None else "chat_template"
+
+
+USER_PROMPT = Prompt(chat_template="tokenizer")
+"""A user's spec without a `prompt` table: the model's own chat template, as `vllm serve` uses it."""
 
 
 @dataclass(frozen=True)
@@ -223,13 +230,18 @@ class Variant:
     """One example function: everything it decides for a request."""
 
     kind: Literal["single", "multi_image"]
-    source: Source
+    source: Source | None
+    """The vLLM example this variant describes; None for a user's own model (no example to
+    compare with: the `spec` check then only loads it)."""
+
     model: str
-    """The Hugging Face model id the example loads."""
+    """The model as vLLM takes it: a Hugging Face model id, or (a user's spec) a local folder,
+    written as a path; a relative one is read relative to the spec file."""
 
     architecture: str
     """The vLLM architecture that serves the model: the model's `config.json` `architectures[0]`,
-    or the example's `hf_overrides` (which must then agree)."""
+    or the example's `hf_overrides` (which must then agree). A user's spec may leave it out: it
+    is read from the model's config.json (its folder, or the HF cache)."""
 
     prompt: Prompt
     modalities: dict[str, MediaPlaceholder]
@@ -277,6 +289,11 @@ class Variant:
     """Hardware and usage notes the example states ("Need L40 (or equivalent) to avoid OOM")."""
 
     drifts: tuple[Drift, ...] = ()
+
+    serve: tuple[str, ...] | None = None
+    """A user's `vllm serve` command line for this model (`serve = "vllm serve /models/x
+    --max-model-len 8192"`, or the same as an array of arguments), kept as its arguments: how the
+    model runs in production, for the served-path checks."""
 
     deviations: dict[str, Declaration] = field(default_factory=dict)
     """Known, accepted failures of a check, by check name (`template`, `stops`, ...), each a
@@ -429,6 +446,11 @@ class FamilySpec:
     single: Variant | None = None
     multi_image: Variant | None = None
     synthetic: Recipe | None = None
+    """The `[synthetic]` recipe; a user's spec without one takes its base family's."""
+
+    base: str | None = None
+    """A user's spec: the built-in family whose synthetic recipe and placeholders it reuses where
+    it does not set its own (the spec's `base`, or the built-in family serving the architecture)."""
 
     @property
     def variants(self) -> tuple[Variant, ...]:
