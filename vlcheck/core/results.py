@@ -68,12 +68,6 @@ def _owner(frame) -> str | None:
         return "vlcheck"
     if top in LIBRARIES:
         return top
-    if top == "pydantic":  # a pydantic dataclass's __init__ validating a library's own class
-        # (vLLM's ModelConfig: its validators' ValueError arrives as a ValidationError raised from
-        # pydantic-core, with no frame of the library left in the traceback)
-        obj = frame.f_locals.get("__dataclass_self__")
-        owner = type(obj).__module__.split(".")[0] if obj is not None else None
-        return owner if owner in LIBRARIES else None
     path = frame.f_code.co_filename
     if path.startswith(_CHECKOUT + "tests/") or path == _CHECKOUT + "conftest.py":
         return "vlcheck"  # the repository's tests and conftest: vlcheck's own code too
