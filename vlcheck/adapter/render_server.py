@@ -20,6 +20,7 @@ Two ways to run it:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -42,6 +43,27 @@ def use_cpu_platform() -> str:
 
         platforms.current_platform = CpuPlatform()
     return type(platforms.current_platform).__name__
+
+
+@contextlib.contextmanager
+def cpu_platform():
+    """vLLM's CPU platform for the duration, inside a process that goes on to do other things (a
+    test worker, `vlcheck check`): the platform object every vLLM module already holds changes
+    class and changes back after, as `adapter.numerics` does for its loader. Replacing the module's
+    `current_platform`, as `use_cpu_platform` does for a server process, would leave the modules
+    that imported the old object behind, and break the next engine or loader in that process."""
+    from vllm.platforms import current_platform
+    from vllm.platforms.cpu import CpuPlatform
+
+    if not current_platform.is_unspecified():
+        yield
+        return
+    original = current_platform.__class__
+    current_platform.__class__ = CpuPlatform
+    try:
+        yield
+    finally:
+        current_platform.__class__ = original
 
 
 def preload() -> None:

@@ -4,8 +4,9 @@ the server resolves it, without a GPU.
 The parser is vLLM's: `FlexibleArgumentParser` with the `serve` subcommand's arguments
 (`vllm.entrypoints.cli.serve.ServeSubcommand.subparser_init`, vllm 0.24 and 0.32), so a flag the
 installed vLLM no longer accepts fails here as it would at the user's prompt. The configuration is
-`AsyncEngineArgs.from_cli_args(args)` turned into vLLM's config objects on its CPU platform (see
-`render_server.use_cpu_platform`); the facts recorded are the ones a user's requests depend on.
+`AsyncEngineArgs.from_cli_args(args)` turned into vLLM's config objects on its CPU platform
+(`render_server.cpu_platform`, switched back after); the facts recorded are the ones a user's
+requests depend on.
 """
 
 from __future__ import annotations
@@ -44,9 +45,6 @@ def split(line: str) -> tuple[str, list[str]]:
 
 
 def _parser():
-    from vlcheck.adapter.render_server import use_cpu_platform
-
-    use_cpu_platform()  # the parser's defaults build a DeviceConfig, which must find a platform
     from vllm.entrypoints.cli.serve import ServeSubcommand
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
@@ -63,9 +61,12 @@ def rejected_flag(message: str) -> str | None:
 
 def parse(model: str, flags: list[str]) -> ParsedLine:
     """Parse with vLLM's parser (raises ServeLineRejected with vLLM's message)."""
+    from vlcheck.adapter.render_server import cpu_platform
+
     err = io.StringIO()
     try:
-        with contextlib.redirect_stderr(err):
+        # the parser's defaults build a DeviceConfig, which must find a platform
+        with cpu_platform(), contextlib.redirect_stderr(err):
             args = _parser().parse_args(["serve", model, *flags])
     except SystemExit:
         text = err.getvalue().strip().splitlines()
@@ -82,9 +83,13 @@ def resolved_facts(parsed: ParsedLine, model_dir: str) -> dict[str, Any]:
     """The configuration the server would run with, for the line's flags on `model_dir`."""
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    from vlcheck.adapter.render_server import use_cpu_platform
+    from vlcheck.adapter.render_server import cpu_platform
 
-    use_cpu_platform()
+    with cpu_platform():
+        return _resolved_facts(parsed, model_dir, AsyncEngineArgs)
+
+
+def _resolved_facts(parsed: ParsedLine, model_dir: str, AsyncEngineArgs) -> dict[str, Any]:
     args = parsed.args
     args.model = model_dir
     engine_args = AsyncEngineArgs.from_cli_args(args)

@@ -99,9 +99,9 @@ def pins(grid: Grid, families: list[str] | None = None) -> dict[str, dict[str, l
                 if how == "unknown":
                     continue
                 if label == REGRESSED:
-                    gap = axes.transformers.index(t) - axes.transformers.index(last_ok) > 1
-                    key = (f"pin transformers<={last_ok} (up to {t} not measured)" if gap
-                           else f"pin transformers<{t}")
+                    i, j = axes.transformers.index(last_ok), axes.transformers.index(t)
+                    key = (f"pin transformers<={last_ok} (fails with {t}; {axes.transformers[i + 1]}-"
+                           f"{axes.transformers[j - 1]} not measured)" if j - i > 1 else f"pin transformers<{t}")
                     advice.setdefault(key, []).append(family)
                     break
                 last_ok = t

@@ -45,9 +45,11 @@ def environment() -> dict[str, Any]:
     return env
 
 
-def _plain(value: Any) -> Any:
-    """JSON-safe facts (tuples -> lists)."""
+def as_json(value: Any) -> Any:
+    """Facts as a report holds them (tuples -> lists, anything else JSON cannot hold -> str): a live
+    result compared with a report's cell must be read the same way."""
     return json.loads(json.dumps(value, default=str))
+
 
 
 def build(results: list[CheckResult], checks: list[str], families: dict[str, Any],
@@ -63,7 +65,7 @@ def build(results: list[CheckResult], checks: list[str], families: dict[str, Any
     matrix = dict(sorted(matrix.items(), key=lambda kv: kv[0].lower()))
     for r in results:
         cell = {"status": r.status.value, "reason": r.reason, "finding": r.finding, "details": r.details,
-                "data": _plain(r.data)}
+                "data": as_json(r.data)}
         if r.variants:
             cell["variants"] = r.variants
         matrix[r.family]["checks"][r.check] = cell

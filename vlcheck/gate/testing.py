@@ -124,7 +124,7 @@ class Baseline:
         """Returns when the family-config (`variant`; None: a whole-family check) behaves as in
         the baseline; fails naming each regression, lost coverage or moved fact; skips where
         neither side measured it."""
-        from vlcheck.gate import diff
+        from vlcheck.gate import diff, report
         from vlcheck.gate.checks import unit
 
         row = self.report["families"].get(result.family)
@@ -142,7 +142,7 @@ class Baseline:
             informational = set(self.report.get("informational", {}).get(check, ()))
             prefix = f"{kind}." if kind and cell.get("variants") else None
             diff.compare_facts(d, result.family, label, diff._facts(cell, prefix, informational),
-                               diff._facts({"data": result.data}, prefix, informational),
+                               diff._facts({"data": report.as_json(result.data)}, prefix, informational),
                                self.report.get("tolerances", {}).get(check))
         d.apply(self.accepted)
         first = _headline(result, variant)
@@ -161,13 +161,13 @@ class Baseline:
 
     def compare_fact(self, family: str, check: str, fact: str, value) -> None:
         """One fact of a whole-family cell against the baseline's (e.g. `spec`'s `prompts`)."""
-        from vlcheck.gate import diff
+        from vlcheck.gate import diff, report
 
         cell = (self.report["families"].get(family) or {"checks": {}})["checks"].get(check)
         if cell is None or fact not in cell.get("data", {}):
             pytest.skip(f"{family} {check}: fact {fact} is not in the baseline {self.path}")
         d = diff.Diff(self.report["environment"], self.environment)
-        diff.compare_facts(d, family, check, {fact: cell["data"][fact]}, {fact: value})
+        diff.compare_facts(d, family, check, {fact: cell["data"][fact]}, {fact: report.as_json(value)})
         d.apply(self.accepted)
         if d.moved:
             pytest.fail(f"{family} {check}: against the baseline {self.path}:\n" + "\n".join(c.text() for c in d.moved),
