@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from vlcheck.gpu.goldens import compare
+from vlcheck.gpu.goldens import logprobs_close as compare
 from vlcheck.gpu.served import EngineServer, as_golden, metric, start_engine_server
 from vlcheck.prompt.render import default_questions
 from vlcheck.served.requests import chat_messages, data_url, items
