@@ -38,12 +38,64 @@ class CheckResult:
     """Machine-readable facts for reports and diffs (template sha256, token counts, ...). Only facts
     that were measured: a fact that could not be measured is absent, never empty."""
 
+    finding: str = ""
+    """For a fail or a declared deviation: what was measured, before any declaration was applied
+    (the reason of the plain failure). `vlcheck diff` compares behaviour by it, not by the label."""
+
+    variants: dict[str, dict[str, str]] = field(default_factory=dict)
+    """A report cell's family-configs (`single`, `multi_image`): each one's status, reason and
+    finding, so that a diff and `pytest --vlcheck-baseline` compare family-config by family-config."""
+
 
 def crashed(family: str, check: str, err: BaseException, where: str = "") -> CheckResult:
     """An exception that escaped vlcheck's own code while running a check: an `error` cell."""
     prefix = f"{where} " if where else ""
     return CheckResult(family, check, Status.ERROR,
                        f"{prefix}vlcheck crashed (not a vLLM finding): {type(err).__name__}: {str(err)[:300]}")
+
+
+LIBRARIES = ("vllm", "transformers", "tokenizers")
+"""The packages whose exceptions are findings. An exception raised in their code (or in what they
+call: torch, PIL) is their rejection or their bug; one raised in vlcheck's code is a crash of vlcheck."""
+
+_CHECKOUT = __file__.rsplit("/", 3)[0] + "/"  # the folder holding vlcheck/ (and, in a checkout, tests/)
+
+
+def _owner(frame) -> str | None:
+    module = frame.f_globals.get("__name__", "") or ""
+    top = module.split(".")[0]
+    if top == "vlcheck":
+        return "vlcheck"
+    if top in LIBRARIES:
+        return top
+    path = frame.f_code.co_filename
+    if path.startswith(_CHECKOUT + "tests/") or path == _CHECKOUT + "conftest.py":
+        return "vlcheck"  # the repository's tests and conftest: vlcheck's own code too
+    return None
+
+
+def raised_by(err: BaseException) -> str:
+    """Whose code raised `err`: `vlcheck`, or the library (`vllm`, `transformers`, `tokenizers`)
+    owning the innermost frame that belongs to either. A `SuiteError`, or an exception with no such
+    frame, is vlcheck's. This one rule decides `error` against `fail` everywhere."""
+    if isinstance(err, SuiteError):
+        return "vlcheck"
+    owner, tb = "vlcheck", err.__traceback__
+    while tb is not None:
+        owner = _owner(tb.tb_frame) or owner
+        tb = tb.tb_next
+    return owner
+
+
+def from_exception(family: str, check: str, err: BaseException, where: str = "") -> CheckResult:
+    """An exception met while running a check: `fail` when vLLM or transformers raised it (their
+    rejection or bug is the finding), `error` when vlcheck's own code did (`raised_by`)."""
+    owner = raised_by(err)
+    if owner == "vlcheck":
+        return crashed(family, check, err, where)
+    prefix = f"{where} " if where else ""
+    text = str(err).splitlines()[0][:300] if str(err) else ""
+    return CheckResult(family, check, Status.FAIL, f"{prefix}{owner} raised {type(err).__name__}: {text}")
 
 
 NOT_APPLIED = "declaration_not_applied"
@@ -67,13 +119,13 @@ def declared_deviation(result: CheckResult, variant, declared_as: str | None = N
         note = (f" (the spec's deviations.{key}, measured on {declared.scope}, does not apply to "
                 f"{describe()}: checked plainly)")
         return CheckResult(result.family, result.check, result.status, result.reason + note, result.details,
-                           {**result.data, f"{variant.kind}.{NOT_APPLIED}": key})
+                           {**result.data, f"{variant.kind}.{NOT_APPLIED}": key}, result.finding or result.reason)
     if result.status is Status.PASS:
         return CheckResult(result.family, result.check, result.status,
                            result.reason + f" (deviations.{key} is declared for {declared.scope} but did not happen)",
                            result.details, result.data)
     return CheckResult(result.family, result.check, Status.DEVIATION, f"[{variant.kind}] {declared.reason}",
-                       result.details or [result.reason], result.data)
+                       result.details or [result.reason], result.data, result.finding or result.reason)
 
 
 ORDER = [Status.ERROR, Status.FAIL, Status.DEVIATION, Status.PASS, Status.SKIP]
@@ -91,4 +143,6 @@ def combine(family: str, check: str, results: list[CheckResult]) -> CheckResult:
         reason="; ".join(dict.fromkeys(r.reason for r in picked if r.reason)),
         details=[d for r in results for d in r.details],
         data={k: v for r in results for k, v in r.data.items()},
+        finding="; ".join(dict.fromkeys(r.finding or r.reason for r in results
+                                        if r.status in (Status.FAIL, Status.DEVIATION))),
     )

@@ -6,7 +6,7 @@ import re
 
 from vlcheck import adapter
 from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
-from vlcheck.core.results import CheckResult, Status, SuiteError, crashed, declared_deviation
+from vlcheck.core.results import CheckResult, Status, crashed, declared_deviation, raised_by
 from vlcheck.prompt.conformance import template_unavailable
 from vlcheck.prompt.render import default_questions
 from vlcheck.prompt.requests import example_prompt, media_data
@@ -41,7 +41,7 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         local = checkpoint_dir(spec, variant)
     except NotBuildable as err:
         return CheckResult(spec.name, "processor", Status.SKIP, f"{where} no checkpoint: {err}")
-    except Exception as err:  # vlcheck's builder (or its recipe) does not fit this transformers
+    except Exception as err:  # noqa: BLE001 - the builder is vlcheck's: whatever it raises is an error, never a fail
         return crashed(spec.name, "processor", err, f"{where} {spec.name}: building the synthetic checkpoint failed:")
     problems, counts = [], {}
     top = variant.max_images or 1
@@ -51,9 +51,9 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         except ImportError as err:  # an optional package the model's processor needs
             return CheckResult(spec.name, "processor", Status.SKIP,
                                f"{where} vLLM's processor for {spec.name} needs a package that is not installed: {err}")
-        except SuiteError as err:
-            return crashed(spec.name, "processor", err, where)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - vLLM refusing fails the check; vlcheck's own crash is an error
+            if raised_by(err) == "vlcheck":
+                return crashed(spec.name, "processor", err, where)
             problems.append(f"{spec.name}: vLLM could not build its processor: {type(err).__name__}: {str(err)[:300]}")
             continue
         for count in variant.item_counts():
@@ -63,9 +63,9 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
                 return template_unavailable(spec, "processor", variant, err)
             try:
                 out = adapter.apply_processor(processor, prompt, {modality: media_data(variant, modality, count)})
-            except SuiteError as err:
-                return crashed(spec.name, "processor", err, where)
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - as above
+                if raised_by(err) == "vlcheck":
+                    return crashed(spec.name, "processor", err, where)
                 problems.append(explain(err, spec, modality, count))
                 continue
             ranges = out["placeholders"].get(modality, [])

@@ -7,7 +7,7 @@ import typing
 from typing import Any
 
 from vlcheck import adapter
-from vlcheck.core.results import CheckResult, Status, declared_deviation
+from vlcheck.core.results import CheckResult, Status, declared_deviation, raised_by
 from vlcheck.spec.migrations import migration_hint
 from vlcheck.spec.schema import FamilySpec, Variant
 
@@ -65,7 +65,9 @@ def engine_args_check(spec: FamilySpec, variant: Variant) -> CheckResult:
 
         try:
             SamplingParams(**variant.sampling)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - vLLM refusing the sampling fails; vlcheck's crash is an error
+            if raised_by(err) == "vlcheck":
+                raise
             problems.append(f"sampling {variant.sampling!r}: {type(err).__name__}: {err}")
     problems = list(dict.fromkeys(problems))  # modalities share most args
     where = f"[{variant.kind}]"
@@ -89,7 +91,11 @@ def architecture_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         return result(f"{arch} is not a supported architecture of vllm {adapter.version()}")
     try:
         model_cls = adapter.load_model_class(arch)
-    except Exception as err:
+    except ImportError as err:  # the class imports modules of vLLM and transformers: a failure here is theirs
+        return result(f"the model class of {arch} does not import: {type(err).__name__}: {err}")
+    except Exception as err:  # noqa: BLE001 - a model class that vLLM cannot import fails; vlcheck's crash is an error
+        if raised_by(err) == "vlcheck":
+            raise
         return result(f"the model class of {arch} does not import: {type(err).__name__}: {err}")
     if not adapter.is_multimodal_class(model_cls):
         return result(f"{arch} is not a multimodal model in vllm {adapter.version()}")

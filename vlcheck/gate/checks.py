@@ -1,84 +1,191 @@
-"""The catalogue of per-family checks, run by `vlcheck check` and shown in its report.
+"""The catalogue: every per-family check of vlcheck, defined once, run by `vlcheck check` (one
+report cell per family and check) and by pytest (one test per family-config).
 
-Each check takes a family spec and returns one `CheckResult` (variants combined). The pytest
-tests run the same functions per variant; this module is the command-line view of them.
+A check is one `Check` entry of `CATALOGUE`:
+
+    Check(name="fingerprints",                 # the report's column (and `deviations.<name>` in specs)
+          run=fingerprints_check,              # (FamilySpec, Variant[, engine]) -> CheckResult, one family-config
+          test="tests/numerics/test_fingerprints.py::test_processor_fingerprints",
+          informational=(),                    # facts recorded but not compared (timings, which weights)
+          engine=False)                        # True: run(spec, variant, engine) on the GPU tier
+
+The contract of `run`, for one family-config (a family's `single` or `multi_image` example):
+- It returns a `CheckResult`: `pass`; `fail` when vLLM or transformers behaves otherwise; `skip`
+  with the reason when it cannot run here. It never catches an exception broadly: where vLLM may
+  reject something, `core.results.from_exception` makes the cell `fail` when vLLM or transformers
+  raised it and `error` when vlcheck's own code did. An exception that escapes `run` is an `error`.
+- Its `data` holds the measured facts, keyed `"<variant>.<fact>"` (`single.token_counts`), JSON
+  values. `vlcheck diff` and `pytest --vlcheck-baseline` compare every fact not named in
+  `informational`, generically by name: a list of strings line by line, a dict key by key (a key
+  measured on one side only is coverage lost), anything else by value. A fact that could not be
+  measured is absent, never empty. Put what a snapshot would hold into a fact: a fact is what the
+  gate can see.
+- Declarations are applied here, not in `run`: a failure the variant declares under
+  `deviations.<name>` (or `declared_as`) becomes a declared deviation (`core.results.declared_deviation`).
+- `test` names the pytest test that runs the same function per family-config through
+  `gate.testing.run_check`, which compares with `--vlcheck-baseline FILE` when given.
+
+Adding a check: its function in the lowest layer that has what it needs, its name in
+`spec/schema.py`'s `CHECKS`, one `Check` here, and its test (`tests/package/test_catalogue.py`
+holds every entry to that).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from vlcheck.core.results import CheckResult, Status, combine, crashed, declared_deviation
-from vlcheck.spec.schema import FamilySpec
-
-Check = Callable[[FamilySpec], CheckResult]
+from vlcheck.core.results import CheckResult, Status, combine, crashed, declared_deviation, from_exception
+from vlcheck.spec.schema import FamilySpec, Variant
 
 
-def per_variant(spec: FamilySpec, check: str, run: Callable) -> CheckResult:
-    """One cell from the check's result on each variant, each read against the variant's
-    declarations for the installed versions."""
-    return combine(spec.name, check, [declared_deviation(run(spec, v), v) for v in spec.variants])
+@dataclass(frozen=True)
+class Check:
+    name: str
+    run: Callable[..., CheckResult]
+    """(spec, variant) -> CheckResult; with `engine`, (spec, variant, engine handle)."""
+    test: str
+    """The pytest test (`path::name`) that runs `run` once per family-config."""
+    informational: tuple[str, ...] = ()
+    """Facts (without the variant prefix) recorded for people but never compared: timings, weights."""
+    engine: bool = False
+    """Needs a live vLLM engine (the GPU tier): `run(spec, variant, handle)`."""
+    declared_as: str | None = None
+    """The `deviations.<key>` that applies to it, when not its own name (fingerprints: processor)."""
+    per_family: Callable[[FamilySpec], CheckResult] | None = None
+    """A check of the whole family instead of one family-config (`spec`)."""
 
+
+def run_variant(check: Check, spec: FamilySpec, variant: Variant, engine=None) -> CheckResult:
+    """One family-config's result, read against the variant's declarations. An exception escaping
+    the check is vlcheck's crash: `error`, never `fail`."""
+    try:
+        result = check.run(spec, variant, engine) if check.engine else check.run(spec, variant)
+    except Exception as err:  # noqa: BLE001 - an escaped exception is by contract vlcheck's: error
+        return crashed(spec.name, check.name, err, f"[{variant.kind}]")
+    if check.declared_as:
+        result = declared_deviation(result, variant, declared_as=check.declared_as)
+    return declared_deviation(result, variant)
+
+
+def run_cell(check: Check, spec: FamilySpec, engines=None) -> CheckResult:
+    """The report cell: every family-config of the family, combined (the worst status wins)."""
+    if check.per_family is not None:
+        try:
+            return check.per_family(spec)
+        except Exception as err:  # noqa: BLE001 - as in run_variant
+            return crashed(spec.name, check.name, err)
+    results = {variant.kind: engines.run(check, spec, variant) if check.engine else run_variant(check, spec, variant)
+               for variant in spec.variants}
+    cell = combine(spec.name, check.name, list(results.values()))
+    cell.variants = {kind: unit(r) for kind, r in results.items()}
+    return cell
+
+
+def unit(result: CheckResult) -> dict[str, str]:
+    """One family-config's part of a report cell."""
+    return {"status": result.status.value, "reason": result.reason, "finding": result.finding}
+
+
+# --- the CPU checks ---------------------------------------------------------------------------
 
 def check_spec(spec: FamilySpec) -> CheckResult:
-    """The spec loaded (it did, to get here) and agrees with its example in the seed files."""
+    """The spec loaded (it did, to get here) and agrees with its example in the seed files; skips,
+    saying where it looked, when no seed can be executed here."""
     from vlcheck.examples import seeds
     from vlcheck.examples.seed_check import compare
     from vlcheck.prompt.snapshots import prompt_document
 
     facts = {"prompts": prompt_document(spec).splitlines()}
-    problems, checked = [], 0
+    problems, checked, missing = [], 0, []
     for variant in spec.variants:
         if seeds.load_seed(variant.source.seed) is None:
+            missing.append(f"[{variant.kind}] seed {variant.source.seed} "
+                           + ("cannot be executed" if seeds.seed_file(variant.source.seed) else "not found"))
             continue
         problems += compare(spec, variant)
         checked += 1
     if problems:
         return CheckResult(spec.name, "spec", Status.FAIL, problems[0], problems, facts)
     if not checked:
-        return CheckResult(spec.name, "spec", Status.PASS, f"loaded; its seed is not runnable here ({seeds.seeds_dir()})",
-                           data=facts)
+        return CheckResult(spec.name, "spec", Status.SKIP,
+                           f"loaded, but not compared with its example: {'; '.join(missing)} in {seeds.seeds_dir()} "
+                           f"(set {seeds.SEEDS_ENV})", data=facts)
     return CheckResult(spec.name, "spec", Status.PASS, "loaded; matches the example", data=facts)
 
 
-def check_template(spec: FamilySpec) -> CheckResult:
+def _template(spec, variant):
     from vlcheck.prompt.conformance import template_conformance
 
-    return per_variant(spec, "template", template_conformance)
+    return template_conformance(spec, variant)
 
 
-def check_stops(spec: FamilySpec) -> CheckResult:
+def _stops(spec, variant):
     from vlcheck.prompt.conformance import stop_conformance
 
-    return per_variant(spec, "stops", stop_conformance)
+    return stop_conformance(spec, variant)
 
 
-def check_engine_args(spec: FamilySpec) -> CheckResult:
+def _engine_args(spec, variant):
     from vlcheck.cpu.vllm_checks import engine_args_check
 
-    return per_variant(spec, "engine_args", engine_args_check)
+    return engine_args_check(spec, variant)
 
 
-def check_architecture(spec: FamilySpec) -> CheckResult:
+def _architecture(spec, variant):
     from vlcheck.cpu.vllm_checks import architecture_check
 
-    return per_variant(spec, "architecture", architecture_check)
+    return architecture_check(spec, variant)
 
 
-def check_processor(spec: FamilySpec) -> CheckResult:
+def _processor(spec, variant):
     from vlcheck.cpu.processor_check import processor_check
 
-    return per_variant(spec, "processor", processor_check)
+    return processor_check(spec, variant)
 
 
-CPU_CHECKS: dict[str, Check] = {
-    "spec": check_spec,
-    "engine_args": check_engine_args,
-    "architecture": check_architecture,
-    "template": check_template,
-    "stops": check_stops,
-    "processor": check_processor,
-}
+def _fingerprints(spec, variant):
+    from vlcheck.numerics.fingerprint import fingerprints_check
+
+    return fingerprints_check(spec, variant)
+
+
+def _placement(spec, variant):
+    from vlcheck.hostile.placement import placement_check
+
+    return placement_check(spec, variant)
+
+
+def _hostile(spec, variant):
+    from vlcheck.hostile.inputs import hostile_check
+
+    return hostile_check(spec, variant)
+
+
+CATALOGUE: dict[str, Check] = {c.name: c for c in (
+    Check("spec", None, "tests/prompt_format/test_specs_match_seeds.py::test_spec_matches_example",
+          per_family=check_spec),
+    Check("engine_args", _engine_args, "tests/vllm_cpu/test_engine_args.py::test_engine_args_are_accepted"),
+    Check("architecture", _architecture, "tests/vllm_cpu/test_architecture.py::test_architecture_is_served"),
+    Check("template", _template, "tests/prompt_format/test_hub_conformance.py::test_hand_prompt_matches_chat_template"),
+    Check("stops", _stops, "tests/prompt_format/test_hub_conformance.py::test_stop_tokens_resolve"),
+    Check("processor", _processor, "tests/vllm_cpu/test_processor.py::test_processor_expands_every_item"),
+    Check("fingerprints", _fingerprints, "tests/numerics/test_fingerprints.py::test_processor_fingerprints",
+          declared_as="processor"),
+    Check("placement", _placement, "tests/numerics/test_placement.py::test_features_land_where_the_template_put_them"),
+    Check("hostile", _hostile, "tests/hostile_inputs/test_hostile_cpu.py::test_hostile_inputs_on_cpu"),
+)}
+"""Every check that runs without an engine, in report order (`vlcheck check`)."""
+
+CPU_CHECKS = CATALOGUE  # the name the report and older callers use
+
+
+def cpu_checks(names: Iterable[str] | None = None) -> dict[str, Check]:
+    """The CPU checks, or those named (in catalogue order)."""
+    if names is None:
+        return dict(CATALOGUE)
+    wanted = set(names)
+    return {n: c for n, c in CATALOGUE.items() if n in wanted}
 
 
 def unloadable(name: str, error: Exception, checks: Iterable[str]) -> list[CheckResult]:
@@ -88,82 +195,112 @@ def unloadable(name: str, error: Exception, checks: Iterable[str]) -> list[Check
             CheckResult(name, check, Status.SKIP, "the spec does not load") for check in checks]
 
 
-def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check],
+def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines=None,
                progress: Callable[[str, str], None] | None = None) -> list[CheckResult]:
-    """Every check on every family. A check that raises is a failure of that cell only."""
+    """Every check on every family (one cell each)."""
     results = []
     for spec in families:
         for name, check in checks.items():
             if progress:
                 progress(spec.name, name)
-            try:
-                results.append(check(spec))
-            except Exception as err:  # one broken cell must not hide the others
-                results.append(crashed(spec.name, name, err))
+            results.append(run_cell(check, spec, engines))
     return results
 
 
-def gpu_checks(weights: str) -> tuple[dict[str, Check], Callable[[], None]]:
-    """The GPU tier as report checks (generation, cache), sharing one engine per family-config.
-    Returns the checks and a function that frees the last engine."""
+# --- the GPU checks (a live engine per family-config) ----------------------------------------
+
+def _generation(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
     from vlcheck.gpu import gpu_checks as g
-    from vlcheck.gpu.engines import EngineCache, EngineUnavailable
-    from vlcheck.prompt.templates import TemplateUnavailable
 
-    engines = EngineCache()
+    runs = g.generation_runs(spec, variant, handle)
+    bad = [f"{r.shape}: engine {r.prompt_tokens} prompt tokens, CPU processor {r.expected_prompt_tokens}"
+           for r in runs if r.prompt_tokens != r.expected_prompt_tokens]
+    data = {f"{variant.kind}.prompt_tokens": {r.shape: r.prompt_tokens for r in runs},
+            f"{variant.kind}.greedy_tokens": {r.shape: [o["token_ids"] for o in r.outputs] for r in runs},
+            f"{variant.kind}.engine_start_s": round(handle.start_seconds, 1), f"{variant.kind}.weights": handle.weights}
+    stop = g.stop_run(spec, variant, handle)
+    if stop is not None and (stop.finish_reason != "stop" or stop.stop_reason != stop.stop_id):
+        bad.append(f"stop token {stop.stop_id} did not end generation ({stop.finish_reason}, {stop.stop_reason})")
+    status = Status.FAIL if bad else Status.PASS
+    return CheckResult(spec.name, "generation", status, f"[{variant.kind}] " + (bad[0] if bad else
+                       f"{len(runs)} shape(s) generated; token counts match the processor"), bad, data)
 
-    def per_variant(check: str, spec: FamilySpec, body) -> CheckResult:
-        results = []
-        for variant in spec.variants:
+
+def _cache(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
+    from vlcheck.gpu import gpu_checks as g
+
+    run = g.uuid_resend(spec, variant, handle, "list", "report")
+    none = g.uuid_resend(spec, variant, handle, "none", "report-none")
+    error = g.unknown_uuid_error(spec, variant, handle)
+    data = {f"{variant.kind}.resend_hits": run.hits_added,
+            f"{variant.kind}.none_form_queries": none.queries_added,
+            f"{variant.kind}.none_form_prompt_tokens": [none.first_prompt_tokens, none.resend_prompt_tokens]}
+    bad = []
+    if run.hits_added != g.NUM_PROMPTS or run.resend_prompt_tokens != run.first_prompt_tokens:
+        bad.append(f"resend with [None] + uuids: {run.hits_added} hits for {g.NUM_PROMPTS} items, prompt tokens "
+                   f"{run.first_prompt_tokens} -> {run.resend_prompt_tokens}")
+    if error is None or "Cache miss" not in error:
+        bad.append(f"unknown uuid with empty media: expected vLLM's cache-miss error, got {error!r}")
+    note = (f"; the example's {{'image': None}} form is dropped ({none.queries_added:.0f} cache queries)"
+            if none.queries_added == 0 else "")
+    return CheckResult(spec.name, "cache", Status.FAIL if bad else Status.PASS,
+                       f"[{variant.kind}] " + (bad[0] if bad else f"{run.hits_added:.0f} hits on resend{note}"),
+                       bad, data)
+
+
+GPU_CATALOGUE: dict[str, Check] = {c.name: c for c in (
+    Check("generation", _generation, "tests/gpu_generation/test_generation.py::test_requests_complete_with_processor_token_counts",
+          informational=("engine_start_s", "weights"), engine=True),
+    Check("cache", _cache, "tests/cache/test_processor_cache.py::test_resend_with_list_of_none_hits_the_cache", engine=True),
+)}
+"""The checks that need a live engine (`vlcheck check --gpu`), sharing one engine per family-config."""
+
+
+class Engines:
+    """One engine per family-config for the GPU checks (`vlcheck check --gpu`): started on the
+    first check that needs it, shared by the next, freed by `close`."""
+
+    def __init__(self, weights: str):
+        from vlcheck.gpu.engines import EngineCache
+
+        self.weights, self.cache = weights, EngineCache()
+
+    def run(self, check: Check, spec: FamilySpec, variant: Variant) -> CheckResult:
+        from vlcheck.gpu.engines import EngineUnavailable
+        from vlcheck.prompt.templates import TemplateUnavailable
+
+        try:
+            handle = self.cache.get(spec, variant, self.weights)
+        except EngineUnavailable as err:
+            result = CheckResult(spec.name, check.name, Status.SKIP if err.skip else Status.FAIL, str(err))
+            # an engine known not to start: every GPU check of the variant shares that deviation
+            return declared_deviation(declared_deviation(result, variant, declared_as="generation"), variant)
+        except TemplateUnavailable as err:
+            return CheckResult(spec.name, check.name, Status.SKIP, f"[{variant.kind}] {err}")
+        except Exception as err:  # noqa: BLE001 - vLLM refusing to start an engine is a finding; vlcheck's crash is not
+            return declared_deviation(from_exception(spec.name, check.name, err, f"[{variant.kind}]"), variant,
+                                      declared_as="generation")
+
+        def run(spec, variant, handle):
             try:
-                handle = engines.get(spec, variant, weights)
-                result = body(variant, handle)
-            except EngineUnavailable as err:
-                result = CheckResult(spec.name, check, Status.SKIP if err.skip else Status.FAIL, str(err))
-                # an engine known not to start: every GPU check of the variant shares that deviation
-                result = declared_deviation(result, variant, declared_as="generation")
+                return check.run(spec, variant, handle)
             except TemplateUnavailable as err:
-                result = CheckResult(spec.name, check, Status.SKIP, f"[{variant.kind}] {err}")
-            except Exception as err:  # a request the engine rejected: this variant's cell fails
-                result = CheckResult(spec.name, check, Status.FAIL, f"[{variant.kind}] {type(err).__name__}: {str(err)[:300]}")
-            results.append(declared_deviation(result, variant))
-        return combine(spec.name, check, results)
+                return CheckResult(spec.name, check.name, Status.SKIP, f"[{variant.kind}] {err}")
+            except Exception as err:  # noqa: BLE001 - a request the engine rejected fails; vlcheck's crash is an error
+                return from_exception(spec.name, check.name, err, f"[{variant.kind}]")
 
-    def generation(spec: FamilySpec) -> CheckResult:
-        def body(variant, handle):
-            runs = g.generation_runs(spec, variant, handle)
-            bad = [f"{r.shape}: engine {r.prompt_tokens} prompt tokens, CPU processor {r.expected_prompt_tokens}"
-                   for r in runs if r.prompt_tokens != r.expected_prompt_tokens]
-            data = {f"{variant.kind}.prompt_tokens": {r.shape: r.prompt_tokens for r in runs},
-                    f"{variant.kind}.greedy_tokens": {r.shape: [o["token_ids"] for o in r.outputs] for r in runs},
-                    f"{variant.kind}.engine_start_s": round(handle.start_seconds, 1), f"{variant.kind}.weights": handle.weights}
-            stop = g.stop_run(spec, variant, handle)
-            if stop is not None and (stop.finish_reason != "stop" or stop.stop_reason != stop.stop_id):
-                bad.append(f"stop token {stop.stop_id} did not end generation ({stop.finish_reason}, {stop.stop_reason})")
-            status = Status.FAIL if bad else Status.PASS
-            return CheckResult(spec.name, "generation", status, f"[{variant.kind}] " + (bad[0] if bad else
-                               f"{len(runs)} shape(s) generated; token counts match the processor"), bad, data)
-        return per_variant("generation", spec, body)
+        return run_variant(Check(check.name, run, check.test, check.informational, True, check.declared_as),
+                           spec, variant, handle)
 
-    def cache(spec: FamilySpec) -> CheckResult:
-        def body(variant, handle):
-            run = g.uuid_resend(spec, variant, handle, "list", "report")
-            none = g.uuid_resend(spec, variant, handle, "none", "report-none")
-            error = g.unknown_uuid_error(spec, variant, handle)
-            data = {f"{variant.kind}.resend_hits": run.hits_added,
-                    f"{variant.kind}.none_form_queries": none.queries_added,
-                    f"{variant.kind}.none_form_prompt_tokens": [none.first_prompt_tokens, none.resend_prompt_tokens]}
-            bad = []
-            if run.hits_added != g.NUM_PROMPTS or run.resend_prompt_tokens != run.first_prompt_tokens:
-                bad.append(f"resend with [None] + uuids: {run.hits_added} hits for {g.NUM_PROMPTS} items, prompt tokens "
-                           f"{run.first_prompt_tokens} -> {run.resend_prompt_tokens}")
-            if error is None or "Cache miss" not in error:
-                bad.append(f"unknown uuid with empty media: expected vLLM's cache-miss error, got {error!r}")
-            note = (f"; the example's {{'image': None}} form is dropped ({none.queries_added:.0f} cache queries)"
-                    if none.queries_added == 0 else "")
-            return CheckResult(spec.name, "cache", Status.FAIL if bad else Status.PASS,
-                               f"[{variant.kind}] " + (bad[0] if bad else f"{run.hits_added:.0f} hits on resend{note}"),
-                               bad, data)
-        return per_variant("cache", spec, body)
+    def close(self) -> None:
+        self.cache.close()
 
-    return {"generation": generation, "cache": cache}, engines.close
+
+def gpu_checks(weights: str) -> tuple[dict[str, Check], Engines]:
+    """The GPU checks and the engines they share (call `.close()` when done)."""
+    return dict(GPU_CATALOGUE), Engines(weights)
+
+
+def informational_facts(checks: dict[str, Check]) -> dict[str, list[str]]:
+    """Per check, the facts `vlcheck diff` does not compare: written into the report."""
+    return {name: list(c.informational) for name, c in checks.items() if c.informational}

@@ -92,10 +92,15 @@ def write_report(rep: dict, json_path: str | None, html_path: str | None, markdo
                 f.write(text() + "\n")
 
 
+CHECK_EXIT = {"ok": 0, "error": 3, "fail": 4}
+"""`vlcheck check`: 0 every check passed or deviated as declared, 4 some check failed (a finding),
+3 vlcheck could not run some check (error); 2 bad input or usage; 1 only when vlcheck itself crashed."""
+
+
 def cmd_check(args) -> int:
     from vlcheck.core.results import Status
     from vlcheck.gate import report
-    from vlcheck.gate.checks import CPU_CHECKS, gpu_checks, run_checks, unloadable
+    from vlcheck.gate.checks import cpu_checks, gpu_checks, informational_facts, run_checks, unloadable
 
     families = {n: get_family(n) for n in args.family} if args.family else all_families()
     broken = {} if args.family else spec_errors()
@@ -104,10 +109,10 @@ def cmd_check(args) -> int:
 
         families = {s.name: s for s in select(families.values(), args.shard)}
         broken = broken if args.shard.index == 1 else {}
-    checks = dict(CPU_CHECKS)
-    close = None
+    checks = cpu_checks(args.check)
+    engines = None
     if args.gpu:
-        extra, close = gpu_checks(args.weights)
+        extra, engines = gpu_checks(args.weights)
         checks.update(extra)
     total, done = len(families) * len(checks), 0
 
@@ -121,21 +126,23 @@ def cmd_check(args) -> int:
             print(line, file=sys.stderr, flush=True)
 
     try:
-        results = run_checks(families.values(), checks, progress)
+        results = run_checks(families.values(), checks, engines, progress)
         results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
     finally:
-        if close:
-            close()
+        if engines:
+            engines.close()
     if sys.stderr.isatty():
         print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
-    rep = report.build(results, list(checks), families, unloadable=list(broken))
+    rep = report.build(results, list(checks), families, unloadable=list(broken),
+                       informational=informational_facts(checks))
     if args.shard:
         rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
     write_report(rep, args.json, args.html, args.markdown)
     rows = []
     for family, row in rep["families"].items():
         cells = row["checks"]
-        source = sorted({v for k, v in cells["template"]["data"].items() if k.endswith(".template_source")})
+        template = cells.get("template", {}).get("data", {})
+        source = sorted({v for k, v in template.items() if k.endswith(".template_source")})
         why = [f"{c}: {cell['reason']}" for c, cell in cells.items() if cell["status"] in ("error", "fail", "skip")]
         rows.append([family, ",".join(source) or "-", *(cells[c]["status"] for c in checks), (why[0][:90] if why else "")])
     print(table(rows, ["family", "template source", *checks, "why (first error/fail/skip)"]))
@@ -152,8 +159,8 @@ def cmd_check(args) -> int:
         print(f"\n{len(errors)} check(s) could not run (vlcheck errors, not vLLM findings):")
         for family, check, reason in errors:
             print(f"  {family} {check}: {reason[:200]}")
-        return 3
-    return 1 if any(r.status is Status.FAIL for r in results) else 0
+        return CHECK_EXIT["error"]
+    return CHECK_EXIT["fail"] if any(r.status is Status.FAIL for r in results) else CHECK_EXIT["ok"]
 
 
 def cmd_run(args) -> int:
@@ -165,11 +172,10 @@ def cmd_run(args) -> int:
 def cmd_merge(args) -> int:
     from vlcheck.gate.merge import merge
 
-    reports = {}
-    for path in args.reports:
-        with open(path) as f:
-            reports[path] = json.load(f)
-    merged = merge(reports)  # a MergeError (ValueError) names what disagrees: exit 1
+    from vlcheck.gate.diff import load
+
+    reports = {path: load(path, known_statuses=False) for path in args.reports}
+    merged = merge(reports)  # a MergeError names what disagrees: bad input, exit 2
     write_report(merged, args.output, args.html, args.markdown)
     print(f"{len(args.reports)} reports, {len(merged['families'])} families -> {args.output}: "
           + ", ".join(f"{n} {s}" for s, n in merged["summary"].items()))
@@ -186,13 +192,15 @@ def _shard(text: str):
 
 
 def cmd_diff(args) -> int:
-    from vlcheck.gate import diff
+    from vlcheck.gate import accepted, diff
 
-    with open(args.old) as f:
-        old = json.load(f)
-    with open(args.new) as f:
-        new = json.load(f)
+    old, new = diff.load(args.old), diff.load(args.new)
+    accepted_changes = accepted.load(args.accepted) if args.accepted else []
     d = diff.compare(old, new)
+    if args.draft_accepted:
+        with open(args.draft_accepted, "w", encoding="utf-8") as f:
+            f.write(accepted.draft([*d.regressions, *d.lost_coverage, *d.moved]))
+    d.apply(accepted_changes)
     print(diff.to_text(d), end="")
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
@@ -222,9 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help='print {"prompts": [...]}')
     p.set_defaults(func=cmd_render)
 
-    p = sub.add_parser("check", help="run the checks over all families and write the report; exit 1 on a "
-                                     "failure, 3 when vlcheck could not run some checks (error)")
+    p = sub.add_parser("check", help="run the checks over all families and write the report; exit 4 on a "
+                                     "failure, 3 when vlcheck could not run some checks (error), 2 on bad input")
     p.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable)")
+    p.add_argument("--check", action="append", metavar="NAME", choices=list(_catalogue()),
+                   help="only these CPU checks (repeatable; a report of fewer checks diffs as INCOMPLETE against "
+                        "a full one)")
     p.add_argument("--gpu", action="store_true", help="also run the GPU tier (generation, cache)")
     p.add_argument("--weights", choices=("auto", "real", "synthetic", "seeded"), default="auto",
                    help="GPU tier weights (default: real where cached, else synthetic)")
@@ -248,26 +259,48 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("diff", help="compare two `check --json` reports: SAFE (exit 0), REGRESSED (1), "
-                                    "INCONCLUSIVE (3: some checks could not run)")
-    p.add_argument("old")
-    p.add_argument("new")
+    p = sub.add_parser("diff", help="compare a baseline report with a candidate's: SAFE (exit 0), INCONCLUSIVE (3: "
+                                    "some checks could not run), REGRESSED (4), CHANGED (5: facts moved, review), "
+                                    "INCOMPLETE (6: coverage lost); 2: bad input")
+    p.add_argument("old", help="the baseline: `vlcheck check --json` on the versions you run today")
+    p.add_argument("new", help="the candidate's report")
     p.add_argument("--markdown", metavar="FILE", help="also write the diff as Markdown (a pull-request comment)")
+    p.add_argument("--accepted", metavar="FILE", help="a TOML file of reviewed, accepted changes (family, check, "
+                                                      "fact, from, to, reason): they no longer decide the verdict")
+    p.add_argument("--draft-accepted", metavar="FILE", help="write every change of this diff as a draft of that file "
+                                                            "(reasons empty: fill them in after review)")
     p.set_defaults(func=cmd_diff)
     return parser
 
 
+def _catalogue() -> dict:
+    from vlcheck.gate.checks import CATALOGUE
+
+    return CATALOGUE
+
+
+USAGE = 2
+"""Bad input or usage (argparse's own code for a bad flag): the message names the file and the problem."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit codes never overlap: 0 fine, 2 bad input or usage, 3-6 findings (see `check` and
+    `diff`), and 1 only for a crash of vlcheck itself (Python's code for an uncaught exception)."""
+    from vlcheck.gate.diff import ReportError
+    from vlcheck.gate.merge import MergeError
+
     args = build_parser().parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM's INFO lines would bury the table
     try:
         return args.func(args)
-    except UnknownFamily as e:
-        print(f"vlcheck: {e}", file=sys.stderr)
-        return 2
-    except (SpecError, NeedsChatTemplate, ValueError) as e:
-        print(f"vlcheck: {e}", file=sys.stderr)
-        return 1
+    except (UnknownFamily, SpecError, NeedsChatTemplate, ReportError, MergeError) as e:
+        print(f"vlcheck {args.command}: {e}", file=sys.stderr)
+        return USAGE
+    except ValueError as e:
+        if args.command not in ("render", "run"):  # their arguments a family's example does not take
+            raise
+        print(f"vlcheck {args.command}: {e}", file=sys.stderr)
+        return USAGE
 
 
 if __name__ == "__main__":

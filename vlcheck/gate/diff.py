@@ -1,42 +1,95 @@
-"""`vlcheck diff OLD.json NEW.json`: what changed between two environments' reports, and a verdict.
+"""`vlcheck diff OLD.json NEW.json`: what changed between two reports, and one verdict.
 
-- A regression is a check that was fine (pass, or a declared deviation) and now fails, or that
-  passed and now only passes by a declared deviation.
-- A check that vlcheck could not run (`error`) on either side is never a regression: it is listed
-  as not run, and makes the verdict INCONCLUSIVE unless a real regression was found elsewhere.
-- Newly skipped checks are lost coverage. Facts that moved (prompts, template hashes, token
-  counts, goldens) are listed; a fact measured on one side only is "not measured" on the other.
+OLD is a baseline: the report of the versions a user runs today (`vlcheck check --json`). Every
+cell is compared per family-config where both reports hold them, by behaviour, not by label:
+its status, what it measured when it failed (`finding`, with the installed versions masked) and
+its facts. The verdict is the first that holds (README, "Verdicts"):
 
-Verdicts and `vlcheck diff` exit codes: SAFE 0, REGRESSED 1, INCONCLUSIVE 3.
+| verdict      | exit | when |
+|--------------|------|------|
+| REGRESSED    | 4    | a family-config that passed (or deviated as declared) now fails, or now only passes by a declaration |
+| INCONCLUSIVE | 3    | vlcheck could not run some check (`error`) on either side |
+| INCOMPLETE   | 6    | coverage disappeared: a family, check, family-config or measured fact is absent, pass -> skip, another schema or check list, nothing compared |
+| CHANGED      | 5    | nothing fails, but facts moved (token counts, prompts, fingerprints, goldens, ...): each is named for review |
+| SAFE         | 0    | every family-config that was fine is measured and fine, and no fact moved |
+
+Exit 2 is bad input or usage (a message names the file and what is wrong); 1 is left to a crash
+of vlcheck itself (Python's own exit code for an uncaught exception), so no verdict reads as one.
+A change a person reviewed is accepted in a file of accepted changes (`accepted.py`): it is then
+listed as accepted and no longer decides the verdict.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 from vlcheck.core.results import NOT_APPLIED
 
 OK = ("pass", "declared deviation")
-ERROR = "error"
-EXIT_CODES = {"SAFE": 0, "REGRESSED": 1, "INCONCLUSIVE": 3}
-VERDICT_TEXT = {"SAFE": "SAFE: no regression in the checks that ran on both sides",
-                "REGRESSED": "REGRESSED: do not upgrade (real behaviour changes: see the regressions)",
-                "INCONCLUSIVE": "INCONCLUSIVE: no regression found, but some checks could not run (see 'could not run')"}
+FAILING = ("fail", "declared deviation")
+STATUSES = ("pass", "declared deviation", "fail", "error", "skip")
+
+EXIT_CODES = {"SAFE": 0, "INCONCLUSIVE": 3, "REGRESSED": 4, "CHANGED": 5, "INCOMPLETE": 6}
+USAGE = 2
+"""Bad input or usage: an unreadable report, an accepted-changes file with a mistake, a bad flag."""
+VERDICT_TEXT = {
+    "SAFE": "SAFE: every check that was fine is measured and fine, and no fact moved",
+    "REGRESSED": "REGRESSED: do not upgrade (behaviour got worse: see the regressions)",
+    "INCONCLUSIVE": "INCONCLUSIVE: some checks could not run (vlcheck errors, see 'could not run'): no verdict on them",
+    "INCOMPLETE": "INCOMPLETE: coverage disappeared (see 'lost coverage'): what is missing was not compared",
+    "CHANGED": "CHANGED: nothing fails, but facts moved: review each (see 'moved'), accept it or fix it",
+}
+ORDER = ("REGRESSED", "INCONCLUSIVE", "INCOMPLETE", "CHANGED", "SAFE")
+
+
+class ReportError(ValueError):
+    """A report that cannot be compared; the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One finding that a person may accept (family, check, fact, from, to)."""
+
+    family: str
+    check: str
+    fact: str
+    """`status`, a fact (`single.token_counts`), or one key of a fact (`single.token_counts["video x1"]`)."""
+    old: Any
+    new: Any
+    note: str = ""
+
+    def text(self) -> str:
+        where = f"{self.family} {self.check}"
+        if self.fact == "status":
+            return f"{where}: {self.old} -> {self.new}" + (f": {self.note}" if self.note else "")
+        if isinstance(self.old, list) and isinstance(self.new, list) and _lines(self.old + self.new):
+            body = "\n".join([*("    -" + line for line in self.old), *("    +" + line for line in self.new)][:40])
+            return f"{where}: {self.fact} changed:\n{body}"
+        return f"{where}: {self.fact}: {_short(self.old)} -> {_short(self.new)}" + (f" ({self.note})" if self.note else "")
 
 
 @dataclass
 class Diff:
     old_env: dict
     new_env: dict
-    regressions: list[str] = field(default_factory=list)
-    fixed: list[str] = field(default_factory=list)
+    regressions: list[Change] = field(default_factory=list)
     not_run: list[str] = field(default_factory=list)
     """Checks vlcheck itself could not run (status `error`) on either side."""
-    lost_coverage: list[str] = field(default_factory=list)
-    moved: list[str] = field(default_factory=list)
-    not_measured: list[str] = field(default_factory=list)
+    lost_coverage: list[Change] = field(default_factory=list)
+    moved: list[Change] = field(default_factory=list)
+    fixed: list[str] = field(default_factory=list)
+    gained: list[str] = field(default_factory=list)
+    """Coverage the new side adds: families, checks, family-configs or facts measured there only."""
+    remeasure: list[str] = field(default_factory=list)
+    """Declarations used outside the versions they were measured on, with unchanged behaviour."""
+    accepted: list[tuple[Change, str]] = field(default_factory=list)
+    accepted_unseen: list[str] = field(default_factory=list)
+    compared: int = 0
+    """Family-configs (or whole-family cells) compared on both sides."""
 
     @property
     def regressed(self) -> bool:
@@ -44,82 +97,252 @@ class Diff:
 
     @property
     def verdict(self) -> str:
-        if self.regressions:
-            return "REGRESSED"
-        return "INCONCLUSIVE" if self.not_run else "SAFE"
+        holds = {"REGRESSED": self.regressions, "INCONCLUSIVE": self.not_run, "INCOMPLETE": self.lost_coverage,
+                 "CHANGED": self.moved, "SAFE": True}
+        return next(v for v in ORDER if holds[v])
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.verdict]
 
+    def apply(self, accepted: Iterable) -> None:
+        """Move the changes a person accepted (`accepted.Accepted` entries) out of the verdict."""
+        accepted = list(accepted)
+        used = set()
+        for name in ("regressions", "lost_coverage", "moved"):
+            kept = []
+            for change in getattr(self, name):
+                match = next((i for i, a in enumerate(accepted) if a.matches(change)), None)
+                if match is None:
+                    kept.append(change)
+                else:
+                    used.add(match)
+                    self.accepted.append((change, accepted[match].reason))
+            setattr(self, name, kept)
+        self.accepted_unseen = [a.describe() for i, a in enumerate(accepted) if i not in used]
+
+
+# --- reading reports ---------------------------------------------------------------------------
+
+def load(path: str, known_statuses: bool = True) -> dict:
+    """A report from a file, checked for what `compare` reads; ReportError names the file and field.
+    `known_statuses=False` lets statuses this version does not know through (`vlcheck merge` copies them)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            report = json.load(f)
+    except OSError as err:
+        raise ReportError(f"{path}: cannot read it: {err.strerror or err}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ReportError(f"{path}: not a JSON report ({err})") from None
+    validate(report, path, known_statuses)
+    return report
+
+
+def validate(report: Any, path: str = "report", known_statuses: bool = True) -> None:
+    def bad(where: str, what: str) -> ReportError:
+        return ReportError(f"{path}: {where}: {what} (is it the --json output of `vlcheck check`?)")
+
+    if not isinstance(report, dict):
+        raise bad("top level", f"expected an object, found {type(report).__name__}")
+    for key, kind in (("schema", int), ("environment", dict), ("checks", list), ("families", dict)):
+        if key not in report:
+            raise bad(key, "missing")
+        if not isinstance(report[key], kind) or (kind is int and isinstance(report[key], bool)):
+            raise bad(key, f"expected {kind.__name__}, found {type(report[key]).__name__}")
+    for family, row in report["families"].items():
+        if not isinstance(row, dict) or not isinstance(row.get("checks"), dict):
+            raise bad(f"families.{family}.checks", "missing or not an object")
+        for check, cell in row["checks"].items():
+            where = f"families.{family}.checks.{check}"
+            if not isinstance(cell, dict):
+                raise bad(where, "not an object")
+            if not isinstance(cell.get("status"), str) or (known_statuses and cell["status"] not in STATUSES):
+                raise bad(f"{where}.status", f"{cell.get('status')!r} is not one of {', '.join(STATUSES)}")
+            if not isinstance(cell.get("data", {}), dict):
+                raise bad(f"{where}.data", "not an object")
+            for kind, unit in (cell.get("variants") or {}).items():
+                if not isinstance(unit, dict) or (known_statuses and unit.get("status") not in STATUSES):
+                    raise bad(f"{where}.variants.{kind}.status", "missing or not a status")
+
+
+# --- comparing -------------------------------------------------------------------------------
 
 def compare(old: dict, new: dict) -> Diff:
     d = Diff(old["environment"], new["environment"])
-    for family in sorted(set(old["families"]) | set(new["families"])):
-        o_row = old["families"].get(family)
-        n_row = new["families"].get(family)
+    if old["schema"] != new["schema"]:
+        d.lost_coverage.append(Change("*", "*", "schema", old["schema"], new["schema"],
+                                      "reports of different schemas: only what both hold was compared"))
+    for check in old["checks"]:
+        if check not in new["checks"]:
+            d.lost_coverage.append(Change("*", check, "status", "in the check list", "absent",
+                                          "the new report does not run this check"))
+    d.gained += [f"check {c}: new in the check list" for c in new["checks"] if c not in old["checks"]]
+    informational = {**old.get("informational", {}), **new.get("informational", {})}
+    for family in sorted(set(old["families"]) | set(new["families"]), key=str.lower):
+        o_row, n_row = old["families"].get(family), new["families"].get(family)
         if n_row is None:
-            d.lost_coverage.append(f"{family}: no longer in the report")
+            d.lost_coverage.append(Change(family, "*", "status", "in the report", "absent",
+                                          "the family is no longer in the report"))
             continue
         if o_row is None:
-            d.moved.append(f"{family}: new family")
+            d.gained.append(f"{family}: new family")
             continue
-        for check in sorted(set(o_row["checks"]) | set(n_row["checks"])):
+        for check in [*o_row["checks"], *(c for c in n_row["checks"] if c not in o_row["checks"])]:
             o, n = o_row["checks"].get(check), n_row["checks"].get(check)
-            if o is None or n is None:
-                continue
-            _compare_cell(d, f"{family} {check}", o, n)
+            if n is None:
+                d.lost_coverage.append(Change(family, check, "status", o["status"], "absent",
+                                              "the check is missing from the family's row"))
+            elif o is None:
+                d.gained.append(f"{family} {check}: measured on the new side only")
+            else:
+                compare_cell(d, family, check, o, n, set(informational.get(check, ())))
+    if not d.compared:
+        d.lost_coverage.append(Change("*", "*", "status", "cells", "none",
+                                      "nothing was compared: no family-config is in both reports"))
     return d
 
 
-def _compare_cell(d: Diff, where: str, o: dict, n: dict) -> None:
-    was, now = o["status"], n["status"]
-    if ERROR in (was, now):
-        side = "both sides" if was == now else ("old side" if was == ERROR else "new side")
-        reason = n["reason"] if now == ERROR else o["reason"]
-        d.not_run.append(f"{where}: vlcheck could not run it on the {side}: {reason}")
-        return
-    if was in OK and now == "fail":
-        d.regressions.append(f"{where}: {was} -> fail: {n['reason']}")
-    elif was == "pass" and now == "declared deviation":
-        d.regressions.append(f"{where}: pass -> declared deviation: {n['reason']}")
-    elif (was == "fail" and now in OK) or (was == "declared deviation" and now == "pass"):
-        d.fixed.append(f"{where}: {was} -> {now}" + (f": {n['reason']}" if n["reason"] else ""))
-    elif was != "skip" and now == "skip":
-        d.lost_coverage.append(f"{where}: {was} -> skip: {n['reason']}")
-    old_facts, new_facts = _facts(o), _facts(n)
-    d.moved += _moved_facts(where, old_facts, new_facts)
-    for key in sorted(set(old_facts) ^ set(new_facts)):
-        side = "new" if key in old_facts else "old"
-        d.not_measured.append(f"{where}: {key}: not measured on the {side} side")
+def units(cell: dict) -> dict[str | None, dict]:
+    """The cell's family-configs (`single`, `multi_image`: status, reason, finding), or the whole
+    cell as one unit (None) where the report does not split it."""
+    return dict(cell.get("variants") or {}) or {None: cell}
 
 
-def _facts(row: dict) -> dict:
-    return {k: v for k, v in row.get("data", {}).items() if not k.endswith("." + NOT_APPLIED)}
-
-
-def _moved_facts(where: str, old: dict, new: dict) -> list[str]:
-    out = []
-    for key in sorted(set(old) & set(new)):
-        if old[key] == new[key]:
+def compare_cell(d: Diff, family: str, check: str, o: dict, n: dict, informational: set[str] = frozenset()) -> None:
+    o_units, n_units = units(o), units(n)
+    if (None in o_units) != (None in n_units):  # one side does not split the cell: compare it whole
+        o_units, n_units = {None: o}, {None: n}
+    for kind in [*o_units, *(k for k in n_units if k not in o_units)]:
+        label = check if kind is None else f"{check} [{kind}]"
+        if kind not in n_units:
+            d.lost_coverage.append(Change(family, label, "status", o_units[kind]["status"], "absent",
+                                          "this family-config is no longer measured"))
             continue
-        if isinstance(old[key], list) and all(isinstance(x, str) for x in old[key] + new[key]):
-            lines = list(difflib.unified_diff(old[key], new[key], "old", "new", lineterm="", n=0))[2:]
-            out.append(f"{where}: {key} changed:\n" + "\n".join("    " + line for line in lines[:20]))
-        elif isinstance(old[key], dict) and isinstance(new[key], dict):
-            out += [f"{where}: {key}.{k}: " + (f"{json.dumps(old[key][k])[:200]} -> {json.dumps(new[key][k])[:200]}"
-                                               if k in old[key] and k in new[key] else
-                                               "not measured on the " + ("new" if k in old[key] else "old") + " side")
-                    for k in sorted(set(old[key]) | set(new[key])) if old[key].get(k) != new[key].get(k)]
-        else:
-            out.append(f"{where}: {key}: {json.dumps(old[key])[:200]} -> {json.dumps(new[key])[:200]}")
-    return out
+        if kind not in o_units:
+            d.gained.append(f"{family} {label}: measured on the new side only")
+            continue
+        d.compared += 1
+        not_applied = any(k.endswith("." + NOT_APPLIED) and (kind is None or k.startswith(f"{kind}."))
+                          for k in (n.get("data") or {}))
+        if compare_unit(d, family, label, o_units[kind], n_units[kind], not_applied):
+            prefix = None if kind is None else f"{kind}."
+            compare_facts(d, family, label, _facts(o, prefix, informational), _facts(n, prefix, informational))
+    if None not in o_units:  # facts of the whole cell (no family-config prefix)
+        shared = lambda cell: {k: v for k, v in _facts(cell, None, informational).items()  # noqa: E731
+                               if k.split(".")[0] not in o_units and k.split(".")[0] not in n_units}
+        compare_facts(d, family, check, shared(o), shared(n))
 
+
+def compare_unit(d: Diff, family: str, label: str, o: dict, n: dict, not_applied: bool = False) -> bool:
+    """Status and finding of one family-config (`not_applied`: the new side holds a declaration
+    out of its measured versions). Returns whether its facts are to be compared (not when a side
+    errored or skipped: those facts were not measured)."""
+    was, now = o["status"], n["status"]
+    where = f"{family} {label}"
+    if "error" in (was, now):
+        side = "both sides" if was == now else ("old side" if was == "error" else "new side")
+        reason = n.get("reason", "") if now == "error" else o.get("reason", "")
+        d.not_run.append(f"{where}: vlcheck could not run it on the {side}: {reason}")
+        return False
+    same_finding = _finding(o, d.old_env) == _finding(n, d.new_env)
+    if was in FAILING and now in FAILING and same_finding:  # the same behaviour, whatever the label says
+        if now == "fail" and not_applied:
+            d.remeasure.append(f"{where}: behaves as on the old side ({_short(n.get('finding') or n['reason'], 240)}); "
+                               f"its declaration was measured on other versions: re-measure it here and widen its range")
+        return True
+    if was in OK and now == "fail":
+        d.regressions.append(Change(family, label, "status", was, now, n.get("reason", "")))
+    elif was == "pass" and now == "declared deviation":
+        d.regressions.append(Change(family, label, "status", was, now, "now only passes by a declaration: "
+                                    + n.get("reason", "")))
+    elif was in FAILING and now == "pass":
+        d.fixed.append(f"{where}: {was} -> pass" + (f": {n['reason']}" if n.get("reason") else ""))
+    elif was in FAILING and now in FAILING:
+        d.moved.append(Change(family, label, "finding", _finding(o, d.old_env), _finding(n, d.new_env),
+                              f"still {now}"))
+    elif was != "skip" and now == "skip":
+        d.lost_coverage.append(Change(family, label, "status", was, now, n.get("reason", "")))
+        return False
+    elif was == "skip" and now != "skip":
+        d.gained.append(f"{where}: skip -> {now}")
+        return False
+    return was != "skip"
+
+
+def compare_facts(d: Diff, family: str, label: str, old: dict, new: dict) -> None:
+    for key in [*old, *(k for k in new if k not in old)]:
+        if key not in new:
+            d.lost_coverage.append(Change(family, label, key, old[key], None, "measured on the old side only"))
+        elif key not in old:
+            d.gained.append(f"{family} {label}: {key}: measured on the new side only")
+        elif old[key] != new[key]:
+            a, b = old[key], new[key]
+            if isinstance(a, dict) and isinstance(b, dict):
+                for k in [*a, *(k for k in b if k not in a)]:
+                    fact = f"{key}[{json.dumps(k)}]"
+                    if k not in b:
+                        d.lost_coverage.append(Change(family, label, fact, a[k], None, "measured on the old side only"))
+                    elif k not in a:
+                        d.gained.append(f"{family} {label}: {fact}: measured on the new side only")
+                    elif a[k] != b[k]:
+                        d.moved.append(Change(family, label, fact, a[k], b[k]))
+            elif isinstance(a, list) and isinstance(b, list) and _lines(a + b):
+                removed, added = _line_changes(a, b)
+                d.moved.append(Change(family, label, key, removed, added))
+            else:
+                d.moved.append(Change(family, label, key, a, b))
+
+
+def _facts(cell: dict, prefix: str | None, informational: set[str]) -> dict:
+    facts = {}
+    for key, value in (cell.get("data") or {}).items():
+        if key.endswith("." + NOT_APPLIED) or key.split(".", 1)[-1] in informational:
+            continue
+        if prefix is None or key.startswith(prefix):
+            facts[key] = value
+    return facts
+
+
+def _finding(unit: dict, env: dict) -> str:
+    """What a failing family-config measured, without the versions it was measured on."""
+    text = unit.get("finding") or unit.get("reason", "")
+    text = re.sub(r" \(the spec's deviations\.\w+, measured on .*?, does not apply to .*?: checked plainly\)", "", text)
+    for package in ("vllm", "transformers", "torch"):
+        if env.get(package):
+            text = text.replace(str(env[package]), f"<{package}>")
+    return text
+
+
+def _lines(values: list) -> bool:
+    return all(isinstance(x, str) for x in values)
+
+
+def _line_changes(a: list[str], b: list[str]) -> tuple[list[str], list[str]]:
+    removed, added = [], []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op != "equal":
+            removed += a[i1:i2]
+            added += b[j1:j2]
+    return removed, added
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+# --- output --------------------------------------------------------------------------------
 
 def _sections(d: Diff) -> list[tuple[str, list[str]]]:
-    return [("regressions", d.regressions), ("could not run (vlcheck errors, not regressions)", d.not_run),
-            ("fixed", d.fixed), ("lost coverage", d.lost_coverage), ("moved", d.moved),
-            ("not measured", d.not_measured)]
+    return [("regressions", [c.text() for c in d.regressions]),
+            ("could not run (vlcheck errors, not regressions)", d.not_run),
+            ("lost coverage", [c.text() for c in d.lost_coverage]),
+            ("moved", [c.text() for c in d.moved]),
+            ("accepted", [f"{c.text()}\n    accepted: {reason}" for c, reason in d.accepted]),
+            ("accepted but not seen", d.accepted_unseen),
+            ("fixed", d.fixed),
+            ("re-measure (declarations used outside their measured versions, behaviour unchanged)", d.remeasure),
+            ("gained coverage", d.gained)]
 
 
 def _environment_change(d: Diff, fmt) -> str:
@@ -127,21 +350,28 @@ def _environment_change(d: Diff, fmt) -> str:
                      if d.old_env.get(k) != d.new_env.get(k)) or "same vllm/transformers/torch"
 
 
+def summary(d: Diff) -> str:
+    return (f"{len(d.regressions)} regressions, {len(d.not_run)} not run, {len(d.lost_coverage)} lost coverage, "
+            f"{len(d.moved)} moved, {len(d.accepted)} accepted, {len(d.fixed)} fixed, "
+            f"{len(d.remeasure)} to re-measure, {len(d.gained)} gained; {d.compared} compared")
+
+
 def to_text(d: Diff) -> str:
     parts = [f"environment: {_environment_change(d, lambda k, a, b: f'{k} {a} -> {b}')}"]
     for title, items in _sections(d):
-        parts.append(f"{title.upper() if title == 'regressions' else title} ({len(items)}):"
-                     + "".join(f"\n  {i}" for i in items))
-    parts.append(f"summary: {len(d.regressions)} regressions, {len(d.not_run)} not run, {len(d.fixed)} fixed, "
-                 f"{len(d.lost_coverage)} lost coverage, {len(d.moved)} moved, {len(d.not_measured)} not measured")
-    parts.append(f"verdict: {VERDICT_TEXT[d.verdict]}")
+        if items or title in ("regressions", "lost coverage", "moved"):
+            parts.append(f"{title.upper() if title == 'regressions' else title} ({len(items)}):"
+                         + "".join(f"\n  {i}" for i in items))
+    parts.append(f"summary: {summary(d)}")
+    parts.append(f"verdict: {VERDICT_TEXT[d.verdict]} (exit {d.exit_code})")
     return "\n".join(parts) + "\n"
 
 
 def to_markdown(d: Diff) -> str:
-    badge = {"SAFE": "✅ SAFE", "REGRESSED": "❌ REGRESSED", "INCONCLUSIVE": "⚠️ INCONCLUSIVE"}[d.verdict]
+    badge = {"SAFE": "✅ SAFE", "REGRESSED": "❌ REGRESSED", "INCONCLUSIVE": "⚠️ INCONCLUSIVE",
+             "INCOMPLETE": "⚠️ INCOMPLETE", "CHANGED": "🔎 CHANGED"}[d.verdict]
     lines = [f"## vlcheck diff: {badge}", "", _environment_change(d, lambda k, a, b: f"{k} `{a}` → `{b}`"), "",
-             VERDICT_TEXT[d.verdict], ""]
+             VERDICT_TEXT[d.verdict], "", summary(d), ""]
     for title, items in _sections(d):
         if items:
             lines += [f"### {title[0].upper() + title[1:]} ({len(items)})", ""]

@@ -17,8 +17,10 @@ from typing import Any
 
 from vlcheck.core.results import CheckResult, Status
 
-SCHEMA = 2
-"""2: the `error` status (vlcheck could not run the check), apart from `fail`."""
+SCHEMA = 3
+"""2: the `error` status (vlcheck could not run the check), apart from `fail`. 3: per cell, its
+family-configs (`variants`) and what a failure measured (`finding`); per report, the facts each
+check records without comparing them (`informational`)."""
 STATUS_COLOURS = {"pass": "#c8e6c9", "declared deviation": "#fff3b0", "fail": "#ffcdd2", "error": "#d1c4e9",
                   "skip": "#e0e0e0"}
 STATUS_SYMBOLS = {"pass": "✅", "declared deviation": "🟡", "fail": "❌", "error": "💥", "skip": "⏭️"}
@@ -52,8 +54,9 @@ def _plain(value: Any) -> Any:
 
 
 def build(results: list[CheckResult], checks: list[str], families: dict[str, Any],
-          unloadable: list[str] = ()) -> dict[str, Any]:
-    """The report of `results`; `unloadable` names families whose spec file does not load."""
+          unloadable: list[str] = (), informational: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The report of `results`; `unloadable` names families whose spec file does not load;
+    `informational`: per check, facts recorded but not compared (`gate.checks.informational_facts`)."""
     matrix: dict[str, dict[str, Any]] = {}
     for name, spec in families.items():
         matrix[name] = {"title": spec.title, "model": spec.model, "checks": {}}
@@ -61,11 +64,15 @@ def build(results: list[CheckResult], checks: list[str], families: dict[str, Any
         matrix[name] = {"title": name, "model": "(spec does not load)", "checks": {}}
     matrix = dict(sorted(matrix.items(), key=lambda kv: kv[0].lower()))
     for r in results:
-        matrix[r.family]["checks"][r.check] = {"status": r.status.value, "reason": r.reason,
-                                               "details": r.details, "data": _plain(r.data)}
+        cell = {"status": r.status.value, "reason": r.reason, "finding": r.finding, "details": r.details,
+                "data": _plain(r.data)}
+        if r.variants:
+            cell["variants"] = r.variants
+        matrix[r.family]["checks"][r.check] = cell
     counts = {s.value: sum(r.status is s for r in results) for s in Status}
     return {"schema": SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "environment": environment(), "checks": checks, "summary": counts, "families": matrix}
+            "environment": environment(), "checks": checks, "informational": informational or {},
+            "summary": counts, "families": matrix}
 
 
 def cells_with(report: dict, status: str) -> list[tuple[str, str, str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from vlcheck.core.results import CheckResult, Status, SuiteError
+from vlcheck.core.results import CheckResult, Status, SuiteError, raised_by
 from vlcheck.spec.schema import FamilySpec, Variant
 
 
@@ -60,16 +60,12 @@ def expect_deviation(request: pytest.FixtureRequest, variant: Variant, check: st
                                               strict=True))
 
 
-VLCHECK_DIR = __file__.rpartition("/")[0].rpartition("/")[0]
-
-
 def is_suite_crash(excinfo: pytest.ExceptionInfo) -> bool:
-    """A test failed because vlcheck's own code broke: a `SuiteError`, or an unexpected exception
-    raised in vlcheck's own source (an adapter calling an API the installed vLLM no longer has
-    raises right at the call site, in vlcheck). Assertions and pytest outcomes are never crashes."""
+    """A test failed because vlcheck's own code broke: a `SuiteError`, or an exception raised in
+    vlcheck's code rather than vLLM's or transformers' (`core.results.raised_by`, the rule the
+    report's `error` cells follow too). Assertions and pytest outcomes are never crashes."""
     if excinfo.errisinstance(SuiteError):
         return True
     if excinfo.errisinstance((AssertionError, pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception)):
         return False
-    innermost = excinfo.traceback[-1] if excinfo.traceback else None
-    return innermost is not None and str(innermost.path).startswith(VLCHECK_DIR)
+    return raised_by(excinfo.value) == "vlcheck"

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any, Callable
 
 from vlcheck.core import media
+from vlcheck.core.results import CheckResult, Status, SuiteError, from_exception
 from vlcheck.hostile.guard import ChildError, Hang, OverMemory, guarded_calls, root_cause
 from vlcheck.spec.hostile_cases import CASES, Case
 from vlcheck.spec.schema import Variant
@@ -155,6 +156,9 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
 
     def path_outcome(case: Case, answer: tuple[Any, Exception | None], data_modality: str, count: int) -> Outcome:
         out, error = answer
+        if isinstance(error, ChildError) and error.owner == "vlcheck":
+            raise SuiteError(f"{spec.name} [{variant.kind}] hostile case {case.name!r}: vlcheck crashed in the guarded "
+                             f"child: {error.name}: {error}")
         if error is not None:
             return Outcome(case.name, *classify_error(error))
         ranges = out["placeholders"].get(data_modality, [])
@@ -189,8 +193,11 @@ def _warmed_up(processor, example: tuple[str, dict]):
 
     try:
         adapter.apply_processor(processor, *example)
-    except Exception:  # noqa: BLE001 - a processor that fails here is what the cases are for
-        pass
+    except Exception as err:  # noqa: BLE001 - a processor that vLLM fails here is what the cases are for
+        from vlcheck.core.results import raised_by
+
+        if raised_by(err) == "vlcheck":
+            raise
     return processor
 
 
@@ -218,6 +225,44 @@ def document(spec, variant: Variant, outcomes: list[Outcome], where: str) -> str
     lines = [f"# bad and hostile inputs ({where}): {spec.name} [{variant.kind}]"]
     lines += [o.line() for o in outcomes]
     return "\n".join(lines) + "\n"
+
+
+def hostile_check(spec, variant: Variant) -> CheckResult:
+    """The catalogue's `hostile` check: every case's outcome (fact `<variant>.hostile`, one line per
+    case); fails on a broken outcome the spec does not list under `known_broken`, and on a listed
+    case that no longer breaks (the entry is then stale: remove it or narrow its versions)."""
+    from vlcheck.checkpoints.synthetic import NotBuildable
+    from vlcheck.prompt.conformance import template_unavailable
+    from vlcheck.prompt.templates import TemplateUnavailable
+
+    where = f"[{variant.kind}]"
+    if variant.deviation("processor") is not None:
+        return CheckResult(spec.name, "hostile", Status.SKIP,
+                           f"{where} {spec.name}: its processor is known broken: {variant.deviation('processor')}")
+    try:
+        outcomes = run_cpu(spec, variant)
+    except NotBuildable as err:
+        return CheckResult(spec.name, "hostile", Status.SKIP, f"{where} no checkpoint: {err}")
+    except TemplateUnavailable as err:
+        return template_unavailable(spec, "hostile", variant, err)
+    except ImportError as err:
+        return CheckResult(spec.name, "hostile", Status.SKIP,
+                           f"{where} vLLM's processor for {spec.name} needs a package that is not installed: {err}")
+    except SuiteError:
+        raise
+    except Exception as err:  # noqa: BLE001 - vLLM failing to build the processor fails; vlcheck's crash is an error
+        return from_exception(spec.name, "hostile", err, where)
+    data = {f"{variant.kind}.hostile": [o.line() for o in outcomes]}
+    broken = [o for o in outcomes if o.kind == "broken"]
+    unexpected = [o.line() for o in broken if variant.broken_case(o.case) is None]
+    stale = [c for c in variant.broken_cases if c not in {o.case for o in broken}]
+    problems = [f"broken on vLLM's processor: {line}" for line in unexpected]
+    problems += [f"known_broken case {c!r} now works (remove it from the spec, or narrow its versions)" for c in stale]
+    if problems:
+        return CheckResult(spec.name, "hostile", Status.FAIL, f"{where} {spec.name}: {problems[0]}", problems, data)
+    counts = {k: sum(o.kind == k for o in outcomes) for k in SEVERITY}
+    return CheckResult(spec.name, "hostile", Status.PASS,
+                       f"{where} " + ", ".join(f"{n} {k}" for k, n in counts.items() if n), data=data)
 
 
 UUID_REUSE = "uuid reused for a different image"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vlcheck.core.results import CheckResult, Status, from_exception, raised_by
 from vlcheck.prompt.requests import example_prompt, media_data
 from vlcheck.spec.schema import FamilySpec, Variant
 
@@ -82,7 +83,9 @@ def placement(spec: FamilySpec, variant: Variant, processor, path: str) -> Place
     template_tokens = sorted(occurrences.values())
     try:
         out = numerics.processor_outputs(processor, prompt, {modality: media_data(variant, modality, 1)})
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - vLLM rejecting the request is an outcome; vlcheck's crash is not
+        if raised_by(err) == "vlcheck":
+            raise
         return Placement(path, "error", classify_error(err)[1])
     ranges = out["placeholders"].get(modality, [])
     where = (f"typed {typed!r}; expanded at token {[o for o, _ in ranges]}; the template's placeholder at "
@@ -97,3 +100,34 @@ def placements(spec: FamilySpec, variant: Variant, local: str, engine_args: dict
 
     return [placement(spec, variant, adapter.create_processor(local, engine_args, cached=cached), path)
             for path, cached in (("served", True), ("cache off", False))]
+
+
+def placement_check(spec: FamilySpec, variant: Variant) -> CheckResult:
+    """The catalogue's `placement` check: one line per path (fact `<variant>.placement`); fails
+    when, as served, the features land where the user typed the placeholder."""
+    from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+    from vlcheck.gpu.engines import variant_engine_args
+    from vlcheck.prompt.conformance import template_unavailable
+    from vlcheck.prompt.templates import TemplateUnavailable
+
+    where = f"[{variant.kind}]"
+    try:
+        local = checkpoint_dir(spec, variant)
+    except NotBuildable as err:
+        return CheckResult(spec.name, "placement", Status.SKIP, f"{where} no checkpoint: {err}")
+    try:
+        found = placements(spec, variant, str(local), variant_engine_args(variant))
+    except ImportError as err:
+        return CheckResult(spec.name, "placement", Status.SKIP,
+                           f"{where} {spec.name}: its processor needs a package that is not installed: {err}")
+    except TemplateUnavailable as err:
+        return template_unavailable(spec, "placement", variant, err)
+    except Exception as err:  # noqa: BLE001 - vLLM failing to build the processor fails; vlcheck's crash is an error
+        return from_exception(spec.name, "placement", err, where)
+    data = {f"{variant.kind}.placement": [p.line() for p in found]}
+    served = found[0]
+    if served.outcome == USERS:
+        return CheckResult(spec.name, "placement", Status.FAIL,
+                           f"{where} {spec.name}: as served, the features land where the user typed: {served.detail}",
+                           data=data)
+    return CheckResult(spec.name, "placement", Status.PASS, f"{where} as served: {served.outcome}", data=data)

@@ -7,6 +7,7 @@ tensor, where the token counts of the processor check stay the same.
 
 from __future__ import annotations
 
+from vlcheck.core.results import CheckResult, Status, from_exception
 from vlcheck.prompt.render import default_questions
 from vlcheck.prompt.requests import example_prompt, media_data
 from vlcheck.spec.schema import FamilySpec, Variant
@@ -58,3 +59,34 @@ def fingerprint_lines(spec: FamilySpec, variant: Variant, processor) -> list[str
         for (m, index, key), tensor in sorted(out["tensors"].items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
             lines.append(f"  {m}[{index}] {key}: {describe(tensor)}")
     return lines
+
+
+def fingerprints_check(spec: FamilySpec, variant: Variant) -> CheckResult:
+    """The catalogue's `fingerprints` check: the tensors of every request shape as fact
+    `<variant>.fingerprints` (the lines of `snapshots/test_fingerprints/`). It passes when vLLM's
+    processor produced them; what they are is compared by `vlcheck diff` and the snapshots."""
+    from vlcheck import adapter
+    from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+    from vlcheck.gpu.engines import variant_engine_args
+    from vlcheck.prompt.conformance import template_unavailable
+    from vlcheck.prompt.templates import TemplateUnavailable
+
+    where = f"[{variant.kind}]"
+    try:
+        local = checkpoint_dir(spec, variant)
+    except NotBuildable as err:
+        return CheckResult(spec.name, "fingerprints", Status.SKIP, f"{where} no checkpoint: {err}")
+    try:
+        # float32: the values as the processor computes them (an engine casts them to its dtype after)
+        processor = adapter.create_processor(str(local), {**variant_engine_args(variant), "dtype": "float32"})
+        lines = fingerprint_lines(spec, variant, processor)
+    except ImportError as err:
+        return CheckResult(spec.name, "fingerprints", Status.SKIP,
+                           f"{where} {spec.name}: its processor needs a package that is not installed: {err}")
+    except TemplateUnavailable as err:
+        return template_unavailable(spec, "fingerprints", variant, err)
+    except Exception as err:  # noqa: BLE001 - vLLM rejecting the request fails; vlcheck's crash is an error
+        return from_exception(spec.name, "fingerprints", err, where)
+    tensors = sum(line.startswith("  ") for line in lines)
+    return CheckResult(spec.name, "fingerprints", Status.PASS, f"{where} {tensors} tensor(s) fingerprinted",
+                       data={f"{variant.kind}.fingerprints": lines})
