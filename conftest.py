@@ -158,6 +158,7 @@ ENGINE_FIXTURES = ("engine", "engine_cache_off", "seeded_engine", "tp_ready_engi
 """The fixtures below, each serving a family-config from its own engine."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """GPU tests run grouped by family-config, and within it by the engine they need (shared,
     cache off, seeded float32, tensor-parallel), so each engine starts once and serves all of its

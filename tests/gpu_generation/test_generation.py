@@ -41,7 +41,8 @@ def test_greedy_outputs_match_golden(family, variant, engine, request):
         pytest.fail(f"no golden {path.relative_to(goldens.GOLDEN_ROOT.parent.parent)}: record it with "
                     "--vlcheck-update-goldens and review it", pytrace=False)
     assert set(actual) == set(stored), f"request shapes {sorted(actual)}, golden has {sorted(stored)}"
-    problems = [f"{shape}: {p}" for shape in actual for p in goldens.compare(stored[shape], actual[shape])]
+    tolerance = goldens.logprob_tolerance(engine.platform)
+    problems = [f"{shape}: {p}" for shape in actual for p in goldens.compare(stored[shape], actual[shape], tolerance)]
     assert not problems, "\n".join(problems)
 
 
