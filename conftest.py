@@ -44,6 +44,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-shard", type=_shard, default=None, metavar="I/N",
                     help="run shard I of N: whole families, balanced by measured durations (vlcheck/gate/shard.py); "
                          "tests that belong to no family run in shard 1")
+    group.addoption("--vlcheck-serve", action="append", default=[], metavar="FAMILY",
+                    help="engine tiers: also start vLLM's API server for these families (repeatable; `all`) and "
+                         "check it over HTTP against the offline engine (tests/served_engine/; a second engine each)")
     group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
                     help="GPU tier: compare each family-config served at tensor_parallel_size N with TP=1 "
                          "(tests/gpu_generation/test_tensor_parallel.py; N GPUs per family-config)")
@@ -158,7 +161,6 @@ ENGINE_FIXTURES = ("engine", "engine_cache_off", "seeded_engine", "tp_ready_engi
 """The fixtures below, each serving a family-config from its own engine."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """GPU tests run grouped by family-config, and within it by the engine they need (shared,
     cache off, seeded float32, tensor-parallel), so each engine starts once and serves all of its
@@ -185,8 +187,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     live = [i for i in items if on_engine(i)]
     if live:
-        for item in live:  # `--dist loadgroup` keeps a family-config's tests, so its engine, on one worker
-            item.add_marker(pytest.mark.xdist_group("-".join(key(item))))
         rest = [i for i in items if not on_engine(i)]
         items[:] = rest + sorted(live, key=lambda i: (*key(i), engine(i)))
 
@@ -282,6 +282,45 @@ def engine_cache_off(family, variant, engines, weights_mode, engine_platform, re
         pytest.skip("needs --vlcheck-cache-off (starts a second engine per family)")
     return start_engine(family, variant, engines, weights_mode, request, platform=engine_platform,
                         mm_processor_cache_gb=0)
+
+
+@pytest.fixture(scope="session")
+def api_servers():
+    """One live API server at a time (tests/served_engine/): (family, kind, platform) -> (server, template)."""
+    live: dict = {}
+    yield live
+    for server, _ in live.values():
+        server.stop()
+
+
+@pytest.fixture
+def api_server(family, variant, engine_platform, engine, api_servers, request):
+    """(server, chat template): vLLM's API server for this family-config with the offline engine's
+    args (`engine`, started first, is its reference), or a skip saying why."""
+    from vlcheck.gpu import api_server as api
+    from vlcheck.gpu.engines import engine_args
+    from vlcheck.prompt.templates import TemplateUnavailable, resolve
+
+    wanted = request.config.getoption("--vlcheck-serve")
+    if "all" not in wanted and family.name not in wanted:
+        pytest.skip("the API server is a second engine per family-config: select with --vlcheck-serve "
+                    f"{family.name} (or all)")
+    key = (family.name, variant.kind, engine_platform)
+    if key not in api_servers:
+        for server, _ in api_servers.values():
+            server.stop()
+        api_servers.clear()
+        try:
+            template = resolve(variant).text
+        except TemplateUnavailable as err:
+            pytest.skip(f"{family.name}: the server needs the model's chat template: {err}")
+        args, _, _ = engine_args(family, variant, engine.weights if engine.weights != "synthetic-dummy" else "synthetic",
+                                 platform=engine_platform)
+        try:
+            api_servers[key] = (api.start(engine_platform, args, template), template)
+        except api.ServerFailed as err:
+            pytest.fail(f"{family.name}: {err}", pytrace=False)
+    return api_servers[key]
 
 
 @pytest.fixture

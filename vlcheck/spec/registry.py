@@ -162,8 +162,14 @@ def _read_declaration(parent: _Reader, key: str) -> Declaration:
         except InvalidSpecifier as err:
             raise SpecError(r.path, r.field(dist), f"not a version range like \">=0.24.0,<=0.32.0\": {err}") from None
         ranges[dist] = text
+    builds = r.get("vllm_builds", list, default=[])
+    from vlcheck.core.versions import VLLM_BUILDS
+
+    known = sorted(set(VLLM_BUILDS.values()))
+    if any(b not in known for b in builds) or ("vllm_builds" in r.table and not builds):
+        raise SpecError(r.path, r.field("vllm_builds"), f"a list of the vLLM builds it was measured on, of {known}")
     r.done()
-    return Declaration(reason=reason, **ranges)
+    return Declaration(reason=reason, **ranges, vllm_builds=tuple(builds))
 
 
 def _read_prompt(r: _Reader) -> Prompt:
