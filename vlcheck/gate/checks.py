@@ -269,7 +269,7 @@ def _engine_informational() -> tuple[str, ...]:
 
 
 CPU_ENGINE_CATALOGUE: dict[str, Check] = {c.name: c for c in (
-    Check("cpu_engine", _cpu_engine, "tests/gpu_generation/test_generation.py::test_greedy_outputs_match_golden",
+    Check("cpu_engine", _cpu_engine, "tests/cpu_engine/test_engine_facts.py::test_engine_facts_as_reported",
           informational=_engine_informational(), engine=True),
 )}
 """The engine tier on vLLM's CPU build as one cell (`vlcheck check --cpu-engine`): generation, goldens,

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 MODALITIES: tuple[str, ...] = ("image", "video")
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
-                           "reference", "vllm_reference", "placement")
+                           "reference", "vllm_reference", "placement", "cpu_engine")
 """The per-family checks a spec may declare a deviation for (`reference`: the transformers reference
 on CPU; `vllm_reference`: vLLM against it on the GPU tier)."""
 
