@@ -47,6 +47,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-serve", action="append", default=[], metavar="FAMILY",
                     help="engine tiers: also start vLLM's API server for these families (repeatable; `all`) and "
                          "check it over HTTP against the offline engine (tests/served_engine/; a second engine each)")
+    group.addoption("--vlcheck-engine-report", metavar="FILE",
+                    help="CPU engine tier: write its cpu_engine report cells as a vlcheck report (the input of "
+                         "`vlcheck diff`; per --vlcheck-shard, joined by `vlcheck merge`)")
     group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
                     help="GPU tier: compare each family-config served at tensor_parallel_size N with TP=1 "
                          "(tests/gpu_generation/test_tensor_parallel.py; N GPUs per family-config)")
@@ -217,10 +220,13 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=(None,)
     failed when it does not start (that family's tests only). A declared `generation`
     deviation (an engine known not to start or serve) turns the failure into a strict xfail.
     `dtypes`: tried in order until one starts (None: the spec's own), recorded as `dtype`."""
-    from vlcheck.gpu.engines import EngineUnavailable
+    from vlcheck.gpu.engines import EngineUnavailable, platform_unavailable
     from vlcheck.prompt.requests import example_prompts
     from vlcheck.prompt.templates import TemplateUnavailable
 
+    why_not = platform_unavailable(platform)
+    if why_not:  # first: in the CPU tier every cpu_engine test skips here, at no cost
+        pytest.skip(why_not)
     try:  # before starting an engine: can the example's prompts be made at all?
         for modality in variant.modalities:
             example_prompts(family, variant, modality)

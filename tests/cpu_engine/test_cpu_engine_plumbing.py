@@ -115,3 +115,25 @@ def test_env_script_needs_the_pins(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 2 and "no 'vllm==VERSION' line" in done.stderr
     assert not (tmp_path / "v").exists()
+
+
+def test_engine_report_is_a_diffable_report(tmp_path):
+    import json
+
+    from vlcheck.core.results import CheckResult, Status
+    from vlcheck.gate import diff
+    from vlcheck.gate.checks import CPU_ENGINE_CATALOGUE
+
+    check = CPU_ENGINE_CATALOGUE["cpu_engine"]
+
+    def report(tokens, start):
+        cells = {"qwen2_vl": {"single": CheckResult("qwen2_vl", "cpu_engine", Status.PASS, "[single] ok", data={
+            "single.greedy_tokens": {"image x1": [tokens]}, "single.engine_start_s": start})}}
+        path = tmp_path / f"{tokens}-{start}.json"
+        engine_tier.write_engine_report(str(path), cells, check)
+        return json.loads(path.read_text())
+
+    old = report([1, 2], 10.0)
+    assert old["checks"] == ["cpu_engine"] and old["families"]["qwen2_vl"]["checks"]["cpu_engine"]["status"] == "pass"
+    assert diff.compare(old, report([1, 2], 99.0)).verdict == "SAFE"  # the start time is informational
+    assert diff.compare(old, report([1, 3], 10.0)).verdict == "CHANGED"

@@ -89,3 +89,26 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def write_engine_report(path: str, cells: dict, check, shard=None) -> None:
+    """The engine tier's report cells (family -> {variant kind: CheckResult}) as a vlcheck report
+    of that one check: the input of `vlcheck diff` (and of `vlcheck merge` for shards)."""
+    import json
+
+    from vlcheck.core.results import combine
+    from vlcheck.gate import report
+    from vlcheck.gate.checks import unit
+    from vlcheck.spec.registry import all_families
+
+    families = all_families()
+    results = []
+    for name, by_variant in sorted(cells.items()):
+        cell = combine(name, check.name, list(by_variant.values()))
+        cell.variants = {kind: unit(r) for kind, r in by_variant.items()}
+        results.append(cell)
+    rep = report.build(results, [check.name], {n: families[n] for n in cells},
+                       informational={check.name: list(check.informational)})
+    if shard is not None:
+        rep["shard"] = str(shard)
+    Path(path).write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")

@@ -88,6 +88,18 @@ def gpu_count() -> int:
         return 0
 
 
+def platform_unavailable(platform: str) -> str | None:
+    """Why this runner cannot start an engine on `platform` (`gpu`, `cpu`), or None."""
+    from vlcheck.core.versions import vllm_build
+
+    build = vllm_build()
+    if platform == "cpu":
+        return None if build == "cpu" else CPU_BUILD_MISSING.format(build=build or "no vLLM installed, no")
+    if build == "cpu":
+        return "no CUDA GPU on this runner (vLLM's CPU build is installed)"
+    return None if gpu_count() else "no CUDA GPU on this runner"
+
+
 def real_weights_available(variant: Variant) -> str | None:
     """A local snapshot path of the real model when its weights are in the HF cache."""
     try:
@@ -184,17 +196,10 @@ class EngineCache:
         self.failures: dict[tuple, str] = {}
 
     def get(self, spec: FamilySpec, variant: Variant, weights: str, platform: str = "gpu", **overrides) -> EngineHandle:
-        from vlcheck.core.versions import vllm_build
-
-        build = vllm_build()
-        if platform == "cpu":
-            if build != "cpu":
-                raise EngineUnavailable(CPU_BUILD_MISSING.format(build=build or "no vLLM installed, no"), True)
-            have = 1
-        else:
-            have = gpu_count() if build != "cpu" else 0
-            if have == 0:
-                raise EngineUnavailable("no CUDA GPU on this runner" + (" (vLLM's CPU build is installed)" if build == "cpu" else ""), True)
+        why_not = platform_unavailable(platform)
+        if why_not:
+            raise EngineUnavailable(why_not, True)
+        have = 1 if platform == "cpu" else gpu_count()
         args, used, local = engine_args(spec, variant, weights, platform=platform, **overrides)
         needed = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
         if needed > have:
