@@ -137,3 +137,10 @@ def test_engine_report_is_a_diffable_report(tmp_path):
     assert old["checks"] == ["cpu_engine"] and old["families"]["qwen2_vl"]["checks"]["cpu_engine"]["status"] == "pass"
     assert diff.compare(old, report([1, 2], 99.0)).verdict == "SAFE"  # the start time is informational
     assert diff.compare(old, report([1, 3], 10.0)).verdict == "CHANGED"
+
+
+def test_cpu_engine_serves_seeded_weights_only():
+    spec = all_families()["deepseek_ocr"]  # no transformers model class: no seeded weights
+    with pytest.raises(engines.EngineUnavailable, match="no seeded weights") as err:
+        engines.engine_args(spec, spec.single, "auto", platform="cpu")
+    assert err.value.skip

@@ -152,6 +152,10 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
     args = variant_engine_args(variant)
     if platform == "cpu" and weights == "real":
         raise EngineUnavailable(f"{spec.name}: the CPU engine tier serves synthetic checkpoints only", True)
+    if platform == "cpu" and weights == "auto":
+        # dummy weights cannot detect a numerical change, and their encoders at full resolution
+        # cost minutes each on 2 cores (deepseek_ocr's 8 repeat-simulation requests: over 5)
+        weights = "seeded"
     if weights in ("auto", "real") and platform == "gpu":
         real = real_weights_available(variant)
         if real is not None:
