@@ -45,7 +45,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run shard I of N: whole families, balanced by measured durations (vlcheck/gate/shard.py); "
                          "tests that belong to no family run in shard 1")
     group.addoption("--vlcheck-serve", action="append", default=[], metavar="FAMILY",
-                    help="engine tiers: also start vLLM's API server for these families (repeatable; `all`) and "
+                    help="engine tiers: also start vLLM's API server for these families or family-configs "
+                         "(repeatable: qwen2_vl, qwen2_vl-single, all) and "
                          "check it over HTTP against the offline engine (tests/served_engine/; a second engine each)")
     group.addoption("--vlcheck-engine-report", metavar="FILE",
                     help="CPU engine tier: write its cpu_engine report cells as a vlcheck report (the input of "
@@ -308,9 +309,9 @@ def api_server(family, variant, engine_platform, engine, api_servers, request):
     from vlcheck.prompt.templates import TemplateUnavailable, resolve
 
     wanted = request.config.getoption("--vlcheck-serve")
-    if "all" not in wanted and family.name not in wanted:
+    if not {"all", family.name, config_id(family, variant)} & set(wanted):
         pytest.skip("the API server is a second engine per family-config: select with --vlcheck-serve "
-                    f"{family.name} (or all)")
+                    f"{config_id(family, variant)} (or {family.name}, or all)")
     key = (family.name, variant.kind, engine_platform)
     if key not in api_servers:
         for server, _ in api_servers.values():

@@ -58,7 +58,7 @@ def test_api_server_command_line():
             "limit_mm_per_prompt": {"image": 2}, "kv_cache_memory_bytes": 1024}
     cpu = api_server.command("cpu", args, 8000, Path("/t.jinja"))
     assert cpu[1:5] == ["-m", "vllm.entrypoints.openai.api_server", "--model", "/m"]
-    assert cpu[5:] == ["--host", "127.0.0.1", "--port", "8000", "--dtype", "float32", "--enforce-eager",
+    assert cpu[5:] == ["--host", "127.0.0.1", "--port", "8000", "--served-model-name", "vlcheck", "--dtype", "float32", "--enforce-eager",
                        "--limit-mm-per-prompt", '{"image": 2}', "--kv-cache-memory-bytes", "1024",
                        "--chat-template", "/t.jinja"]
     gpu = api_server.command("gpu", args, 8000, None)

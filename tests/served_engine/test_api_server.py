@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from vlcheck.core import media
+from vlcheck.gpu import api_server as api_server_module
 from vlcheck.gpu import goldens
 from vlcheck.prompt.render import default_questions
 
@@ -35,7 +36,7 @@ def _messages(variant, first_image: int) -> list[dict]:
 
 
 def _body(messages, **extra) -> dict:
-    return {"model": "m", "messages": messages, "temperature": 0.0, "max_tokens": NEW_TOKENS, "logprobs": True,
+    return {"model": api_server_module.SERVED_NAME, "messages": messages, "temperature": 0.0, "max_tokens": NEW_TOKENS, "logprobs": True,
             "top_logprobs": 5, "return_tokens_as_token_ids": True, **extra}
 
 

@@ -24,6 +24,8 @@ READY_TIMEOUT_S = 420.0
 """An API server on the CPU build imports vLLM twice (server, engine core): 2-4 minutes on a
 loaded 2-core machine."""
 NOT_FLAGS = ("model",)
+SERVED_NAME = "vlcheck"
+"""The model name requests use (`--served-model-name`), whatever folder is served."""
 
 
 def flags(engine_args: dict[str, Any]) -> list[str]:
@@ -39,7 +41,7 @@ def flags(engine_args: dict[str, Any]) -> list[str]:
 
 
 def command(platform: str, engine_args: dict[str, Any], port: int, chat_template: Path | None) -> list[str]:
-    line = ["--host", "127.0.0.1", "--port", str(port), *flags(engine_args)]
+    line = ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", SERVED_NAME, *flags(engine_args)]
     if chat_template is not None:
         line += ["--chat-template", str(chat_template)]
     if platform == "cpu":
@@ -98,8 +100,8 @@ def start(platform: str, engine_args: dict[str, Any], chat_template: str | None,
     port = free_port()
     argv = command(platform, engine_args, port, template)
     env = dict(os.environ)
-    if platform == "cpu":  # the server keeps its engine core process (AsyncLLM needs one)
-        env.update({k: v for k, v in CPU_ENGINE_ENVIRONMENT.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"})
+    if platform == "cpu":  # the server keeps its engine core process (AsyncLLM runs it apart)
+        env.update(CPU_ENGINE_ENVIRONMENT, VLLM_ENABLE_V1_MULTIPROCESSING="1")
     log = folder / "server.log"
     began = time.monotonic()
     with open(log, "wb") as out:
