@@ -6,7 +6,7 @@ one end of an upgrade from the same run as its engine tests, without starting ev
 
 import pytest
 
-from vlcheck.core.results import CheckResult, Status
+from vlcheck.core.results import CheckResult, Status, from_exception
 from vlcheck.gate.checks import CPU_ENGINE_CATALOGUE, run_variant
 from vlcheck.gate.testing import fail_with
 
@@ -42,6 +42,10 @@ def test_engine_facts_as_reported(family, variant, engine_cells, request):
         raise
     except pytest.fail.Exception as outcome:
         _record(engine_cells, family, variant, Status.FAIL, str(outcome.msg))
+        raise
+    except Exception as err:  # noqa: BLE001 - recorded as vLLM's failure or vlcheck's error, then re-raised
+        result = from_exception(family.name, CHECK.name, err, f"[{variant.kind}]")
+        engine_cells.setdefault(family.name, {})[variant.kind] = result
         raise
     result = run_variant(CHECK, family, variant, handle)
     engine_cells.setdefault(family.name, {})[variant.kind] = result

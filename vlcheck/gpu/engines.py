@@ -222,6 +222,9 @@ class EngineCache:
             processor = adapter.create_processor(local, args)
         except ImportError as err:
             raise EngineUnavailable(f"{spec.name}: its processor needs a package that is not installed: {err}", True)
+        except Exception as err:  # vLLM refuses the model before any engine starts (e.g. a retired architecture)
+            self.failures[key] = f"{spec.name}: the engine failed to start: {type(err).__name__}: {str(err)[:500]}"
+            raise EngineUnavailable(self.failures[key], False) from err
 
         # vLLM forks its engine core by default. Forked from a process that has run torch's thread
         # pool (the CPU checks, or building a seeded checkpoint), it hung in startup until the

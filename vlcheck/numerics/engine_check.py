@@ -11,7 +11,7 @@ start time) are recorded for people (`INFORMATIONAL`): float noise there is not 
 
 from __future__ import annotations
 
-from vlcheck.core.results import CheckResult, Status
+from vlcheck.core.results import CheckResult, Status, from_exception
 from vlcheck.gpu import goldens
 from vlcheck.gpu import gpu_checks as g
 from vlcheck.numerics import reference
@@ -21,7 +21,16 @@ INFORMATIONAL = ("engine_start_s", "weights", "first_step_logprobs", "transforme
 
 
 def engine_check(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
-    name, kind = "cpu_engine" if handle.platform == "cpu" else "engine", variant.kind
+    """The cell of one family-config; a request vLLM rejects fails it, vlcheck's own crash is an error."""
+    name = "cpu_engine" if handle.platform == "cpu" else "engine"
+    try:
+        return _measure(spec, variant, handle, name)
+    except Exception as err:  # noqa: BLE001 - who raised it decides fail or error (core.results.raised_by)
+        return from_exception(spec.name, name, err, f"[{variant.kind}]")
+
+
+def _measure(spec: FamilySpec, variant: Variant, handle, name: str) -> CheckResult:
+    kind = variant.kind
     facts: dict = {"engine_start_s": round(handle.start_seconds, 1), "weights": handle.weights}
     problems: list[str] = []
 
