@@ -9,9 +9,16 @@
 # A family-config that needs k GPUs (--vlcheck-tp k; or the real model's tensor_parallel_size
 # with real weights) gets k of them, each with a free slot (CUDA_VISIBLE_DEVICES per process).
 # The longest family-configs start first (vlcheck/gate/gpu_durations.json), so the tail is short.
+# Each engine's own output (vLLM's log, a dying process's last words) goes to logs/engines/; an
+# engine that dies or hangs ends its family-config's tests at once, with those last words
+# (vlcheck/gpu/watchdog.py). The end is a table per family-config (vlcheck/gpu/tier_table.py).
 #   FAMILIES        space-separated families (default: every family with a synthetic recipe)
 #   GPUS            space-separated device ids to use (default: every visible GPU)
-#   JOBS            family-configs at a time on each GPU (default 1)
+#   JOBS            family-configs at a time on each GPU (default: CPU cores / GPUs, at least 1;
+#                   1 with --vlcheck-weights real)
+#   COMPILE_CACHE   a folder for the kernel caches (Triton, Inductor, vLLM's model-info and
+#                   compile caches; default: their usual homes): keep it between runs of a CI
+#                   runner and a fresh machine starts its engines warm
 #   SHARD=i/n       only this runner's share of the families (vlcheck/gate/shard.py), for a CI job matrix
 #   RECORD=1        record goldens and GPU snapshots (--vlcheck-update-goldens --snapshot-update)
 #   CONFIG_TIMEOUT  seconds one family-config may take (default 300)
@@ -22,9 +29,16 @@
 set -uo pipefail
 (( BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501 )) || { echo "gpu-tier.sh needs bash >= 5.1 (wait -p)"; exit 2; }
 out=${OUT:-gpu-out}
-jobs_per_gpu=${JOBS:-1}
-mkdir -p "$out/logs"
-export VLCHECK_CACHE=${VLCHECK_CACHE:-/tmp/vlcheck-cache} PYTHONUNBUFFERED=1 VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-WARNING}
+mkdir -p "$out/logs/engines"
+export VLCHECK_CACHE=${VLCHECK_CACHE:-/tmp/vlcheck-cache} PYTHONUNBUFFERED=1 VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-INFO}
+export VLCHECK_ENGINE_LOGS=$out/logs/engines VLCHECK_GOLDENS_SEEN=$out/goldens-seen
+# Many processes side by side: torch's CPU thread pool in each would only contend for the cores.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+if [ -n "${COMPILE_CACHE:-}" ]; then
+  mkdir -p "$COMPILE_CACHE"
+  export TRITON_CACHE_DIR=$COMPILE_CACHE/triton TORCHINDUCTOR_CACHE_DIR=$COMPILE_CACHE/inductor \
+         VLLM_CACHE_ROOT=$COMPILE_CACHE/vllm FLASHINFER_WORKSPACE_BASE=$COMPILE_CACHE
+fi
 record=()
 [ "${RECORD:-0}" = 1 ] && record=(--vlcheck-update-goldens --snapshot-update)
 
@@ -34,6 +48,10 @@ visible_gpus() {
 }
 read -ra gpus <<< "${GPUS:-$(visible_gpus)}"
 [ "${#gpus[@]}" -gt 0 ] || { echo "no GPU visible (set GPUS)"; exit 2; }
+# getconf, not nproc: nproc obeys OMP_NUM_THREADS, set to 1 above
+default_jobs=$(( $(getconf _NPROCESSORS_ONLN) / ${#gpus[@]} )); [ "$default_jobs" -ge 1 ] || default_jobs=1
+[[ " $* " == *" --vlcheck-weights real "* ]] && default_jobs=1
+jobs_per_gpu=${JOBS:-$default_jobs}
 
 # The family-configs to run, longest first, with the GPUs each needs ("family kind gpus");
 # their checkpoints are built here, once, before the jobs start.
@@ -112,6 +130,7 @@ while read -r family kind need; do
 done <<< "$configs"
 while [ "${#held[@]}" -gt 0 ]; do reap || failed=1; done
 echo "gpu tier: $(( $(date +%s) - start )) s wall, JOBS=$jobs_per_gpu per GPU, GPUs ${gpus[*]}${SHARD:+, shard $SHARD}" | tee -a "$out/summary.txt"
-tar czf "$out/evidence.tgz" snapshots/gpu_goldens snapshots/test_hostile_gpu 2>/dev/null || true
-tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs"
+python3 -m vlcheck.gpu.tier_table "$out" | tee "$out/table.md"
+tar czf "$out/evidence.tgz" snapshots/gpu_goldens snapshots/test_hostile_gpu -C "$out" goldens-seen 2>/dev/null || true
+tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs" "$out/goldens-seen"
 exit "$failed"

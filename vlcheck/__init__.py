@@ -7,7 +7,8 @@ spec schema, the loader of the `specs/*.toml` files, the names a spec may use), 
 call into vLLM's and transformers' internals), `prompt` (rendering, chat templates, Hub assets,
 template and stop conformance, prompt snapshots), `examples` (vLLM's example scripts executed and
 compared with the specs), `checkpoints` (tiny synthetic checkpoints and their seeded weights),
-`cpu` (engine-arg, architecture and processor checks without an engine), `gpu` (engines,
+`cpu` (engine-arg, architecture and processor checks without an engine), `served` (vLLM's
+OpenAI-compatible servers started for real and driven over HTTP), `gpu` (engines,
 generation checks, goldens, the example runner, tensor parallelism), `numerics` (the transformers
 reference and processor fingerprints), `hostile` (bad and hostile inputs, run in guarded children)
 and `gate` (the check catalogue, report, diff, merge, sharding, pytest helpers, the CLI).
@@ -16,8 +17,8 @@ and `gate` (the check catalogue, report, diff, merge, sharding, pytest helpers, 
 from importlib import metadata
 from pathlib import Path
 
-LAYERS: tuple[str, ...] = ("core", "spec", "adapter", "prompt", "examples", "checkpoints", "cpu", "gpu",
-                           "numerics", "hostile", "gate")
+LAYERS: tuple[str, ...] = ("core", "spec", "adapter", "prompt", "examples", "checkpoints", "cpu", "served",
+                           "gpu", "numerics", "hostile", "gate")
 """The subpackages, lowest first: each may import its own layer and earlier ones, never a later one."""
 
 

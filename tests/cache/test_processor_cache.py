@@ -7,7 +7,7 @@ from vlcheck.gate.testing import expect_deviation
 from vlcheck.gpu import goldens
 from vlcheck.gpu.gpu_checks import NUM_PROMPTS, repeat_simulation, still_serves, unknown_uuid_error, uuid_resend
 
-pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): conftest.py
+pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
 
 class MediaDropped(AssertionError):
@@ -19,7 +19,9 @@ def test_resend_with_list_of_none_hits_the_cache(family, variant, engine, reques
     run = uuid_resend(family, variant, engine, "list", "list")
     assert run.queries_added == NUM_PROMPTS and run.hits_added == NUM_PROMPTS, (run.queries_added, run.hits_added)
     assert run.resend_prompt_tokens == run.first_prompt_tokens
-    problems = goldens.compare(run.first_outputs, run.resend_outputs)
+    # served from the prefix cache, the resend computes less: noise, bounded as across versions
+    request.node.user_properties.append(("resend_distance", goldens.largest_difference(run.first_outputs, run.resend_outputs)))
+    problems = goldens.within_noise(run.first_outputs, run.resend_outputs, goldens.NOISE_TOLERANCE)
     assert not problems, f"{family.name}: the resend served from the cache generates otherwise:\n" + "\n".join(problems)
 
 

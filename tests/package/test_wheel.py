@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from vlcheck.spec.registry import BUILTIN_SPEC_DIR, all_families
+from vlcheck.spec.registry import BUILTIN_SPEC_DIR, SPEC_PATH_ENV, all_families, get_family
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,7 +82,7 @@ def installed(wheel, tmp_path_factory) -> Path:
 
 
 def _outside_checkout(tmp_path: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", SPEC_PATH_ENV)}
     return {"cwd": tmp_path, "env": env}
 
 
@@ -116,3 +116,79 @@ def test_vlcheck_list_runs_from_the_installed_package(installed, tmp_path):
 
 def declared_version() -> str:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+SERVED_TEMPLATE = """{%- for message in messages -%}
+<|im_start|>{{ message['role'] }}
+{% for part in message['content'] -%}
+{%- if part['type'] == 'image' -%}<|vision_start|><|image_pad|><|vision_end|>
+{%- elif part['type'] == 'text' -%}{{ part['text'] }}{%- endif -%}
+{%- endfor %}<|im_end|>
+{% endfor -%}
+{%- if add_generation_prompt -%}<|im_start|>assistant
+{% endif -%}
+"""
+
+
+@pytest.fixture
+def fine_tune(tmp_path) -> Path:
+    """A user's project holding a Qwen2.5-VL fine-tune's folder: the synthetic checkpoint stands in
+    for it, with the generation config a real one has (no chat template: the user serves their own)."""
+    from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+
+    spec = get_family("qwen2_5_vl")
+    try:
+        source = checkpoint_dir(spec, spec.single)
+    except (NotBuildable, ImportError) as err:
+        pytest.skip(f"no synthetic qwen2_5_vl checkpoint here: {err}")
+    project = tmp_path / "project"
+    shutil.copytree(source, project / "models" / "my-qwen-ft")
+    (project / "models" / "my-qwen-ft" / "generation_config.json").write_text('{"eos_token_id": [2, 843]}')
+    return project
+
+
+def test_a_new_user_gates_their_own_model_from_the_wheel(installed, fine_tune, request):
+    """`vlcheck init` on a model folder, the spec edited as a user would (their chat template file,
+    image only), then `vlcheck check --specs`, the CPU tier through the installed pytest plugin, and
+    `vlcheck diff` after the template changed: all outside the checkout, from the installed wheel."""
+    if request.config.getoption("--vlcheck-family"):  # CI's second, narrowed run: once is enough (~3 min)
+        pytest.skip("the new-user flow runs in whole-suite runs (it checks no built-in family)")
+    where = _outside_checkout(fine_tune)
+    vlcheck, python = str(installed / "vlcheck"), str(installed / "python")
+
+    init = _run([vlcheck, "init", "models/my-qwen-ft", "-o", "specs/"], **where)
+    assert init.returncode == 0, init.stderr
+    assert "wrote specs/my_qwen_ft.toml: it loads: single (image/video), based on qwen2_5_vl" in init.stdout
+    spec = fine_tune / "specs" / "my_qwen_ft.toml"
+    text = spec.read_text()
+    assert 'model = "../models/my-qwen-ft"' in text and "stop_token_ids = [2, 843]" in text, text
+    text = re.sub(r"(?m)^template = .*\n", "", text).replace('# chat_template_file = "my-template.jinja"',
+                                                             'chat_template_file = "my-template.jinja"')
+    spec.write_text(text.split("[single.modalities.video]")[0])
+    (fine_tune / "specs" / "my-template.jinja").write_text(SERVED_TEMPLATE)
+
+    before = _run([vlcheck, "check", "--specs", "specs", "--json", "before.json"], **where)
+    assert before.returncode == 0, before.stdout + before.stderr
+    assert re.search(r"^my_qwen_ft +explicit \(spec\) +pass +pass +pass +pass +pass +pass", before.stdout, re.M), before.stdout
+    assert "6 pass, 0 declared deviation, 0 fail, 0 error, 0 skip" in before.stdout
+
+    tier = _run([python, "-m", "pytest", "-m", "not gpu", "--vlcheck-specs", "specs", "-p", "no:cacheprovider", "-rA"],
+                **where)
+    assert tier.returncode == 0, tier.stdout[-3000:] + tier.stderr
+    for check in ("engine_args", "architecture", "template", "stops", "processor"):
+        assert f"PASSED test_tier.py::test_cpu_check[my_qwen_ft-single-{check}]" in tier.stdout, tier.stdout[-3000:]
+    assert re.search(r"5 passed, 3 deselected", tier.stdout), tier.stdout[-500:]
+    helped = _run([python, "-m", "pytest", "--help"], **where)
+    assert "vlcheck: conformance of vision-language models served by vLLM" in helped.stdout
+    assert "--vlcheck-specs=DIR" in helped.stdout and "vlcheck_specs (paths)" in helped.stdout
+
+    (fine_tune / "specs" / "my-template.jinja").write_text("<|im_start|>system\nBe brief.<|im_end|>\n" + SERVED_TEMPLATE)
+    after = _run([vlcheck, "check", "--specs", "specs", "--json", "after.json"], **where)
+    assert after.returncode == 0, after.stdout + after.stderr
+    diff = _run([vlcheck, "diff", "before.json", "after.json"], **where)
+    assert "REGRESSIONS (0)" in diff.stdout, diff.stdout
+    assert re.search(r"my_qwen_ft template: single.template_sha256: \"\w+\" -> \"\w+\"", diff.stdout), diff.stdout
+    moved = re.search(r'my_qwen_ft processor: single.token_counts.image x1: \{"prompt_tokens": (\d+), .* -> '
+                      r'\{"prompt_tokens": (\d+)', diff.stdout)
+    assert moved and int(moved.group(2)) > int(moved.group(1)), diff.stdout  # the system turn's tokens
+

@@ -45,6 +45,7 @@ def test_good_spec_loads(tmp_path):
 @pytest.mark.parametrize("change, field, words", [
     (("max_model_len = 4096", "max_model_len = 4096, max_num_seqs = true"), None, None),  # bool is allowed in engine args
     (('model = "org/model"', 'model = "org/model"\nmodle = "x"'), "single.modle", "unknown key (did you mean 'model'?)"),
+    (('model = "org/model"', 'modle = "org/model"'), "single.modle", "unknown key (did you mean 'model'?)"),
     (('model = "org/model"', "model = 7"), "single.model", "expected a string, got an integer"),
     (("[single.modalities.image]", "[single.modalities.audio]"), "single.modalities.audio", "unknown modality"),
     (("{{placeholder}}", ""), "single.prompt.template", "missing placeholder: no {placeholder} slot for modality 'image'"),

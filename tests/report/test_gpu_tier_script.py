@@ -4,6 +4,7 @@ which GPUs each family-config process saw and when it ran."""
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -28,7 +29,8 @@ def _run_tier(tmp_path, gpus, jobs, *pytest_args, shard=None):
     (bin_dir / "timeout").write_text(STAND_IN)
     (bin_dir / "timeout").chmod(0o755)
     log, out = tmp_path / "runs.log", tmp_path / "out"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STAND_IN_LOG": str(log), "OUT": str(out),
+    # the script's python3 must be this interpreter (its venv), activated or not
+    env = {**os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}", "STAND_IN_LOG": str(log), "OUT": str(out),
            "GPUS": gpus, "JOBS": str(jobs), "FAMILIES": FAMILIES, "SHARD": shard or ""}
     done = subprocess.run(["bash", str(REPO / "scripts" / "gpu-tier.sh"), *pytest_args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -57,6 +59,8 @@ def test_family_configs_spread_over_every_gpu_with_jobs_per_gpu(tmp_path):
     assert _most_at_once(runs, "3") == 2 and _most_at_once(runs, "5") == 2  # JOBS side by side, never more
     summary = (out / "summary.txt").read_text().splitlines()
     assert len([line for line in summary if " rc=0 " in line]) == 5 and "GPUs 3 5" in summary[-1]
+    table = (out / "table.md").read_text()  # the closing table: a row per family-config
+    assert len([line for line in table.splitlines() if line.startswith("| ") and line.endswith(" | 0 |")]) == 5
     with tarfile.open(out / "logs.tgz") as tar:
         assert len([n for n in tar.getnames() if n.endswith(".log") and "build" not in n]) == 5
 

@@ -1,4 +1,4 @@
-"""The suite's pytest plugin (conftest.py), run in a child pytest: a spec that does not load fails
+"""vlcheck's pytest plugin (vlcheck/gate/pytest_plugin.py), run in a child pytest: a spec that does not load fails
 its own family's tests only, with the loader's message; a crash of vlcheck's own code counts as an
 error, apart from the failures that describe vLLM's behaviour."""
 

@@ -17,7 +17,7 @@ from vlcheck.gpu import api_server as api_server_module
 from vlcheck.gpu import goldens
 from vlcheck.prompt.render import default_questions
 
-pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): conftest.py
+pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
 NEW_TOKENS = 6
 CONCURRENT = 4
@@ -72,7 +72,7 @@ def test_served_chat_equals_offline_engine(family, variant, api_server, engine, 
     served = _as_golden(_chat(server, messages))
     offline = goldens.from_outputs(engine.llm.chat(messages, _offline_params(), chat_template=template, use_tqdm=False))[0]
     request.node.user_properties.append(("server_start_s", round(server.start_seconds, 1)))
-    problems = goldens.compare([offline], [served], goldens.logprob_tolerance(engine.platform))
+    problems = goldens.within_noise([offline], [served], goldens.NOISE_TOLERANCE)
     assert not problems, f"{family.name}: the server answers otherwise than the offline engine:\n" + "\n".join(problems)
 
 
@@ -133,7 +133,7 @@ def test_concurrent_requests_stay_apart(family, variant, api_server, engine):
     alone = [_as_golden(_chat(server, m)) for m in conversations]
     with ThreadPoolExecutor(CONCURRENT) as pool:
         together = [_as_golden(a) for a in pool.map(lambda m: _chat(server, m), conversations)]
-    problems = goldens.compare(alone, together, goldens.logprob_tolerance(engine.platform))
+    problems = goldens.within_noise(alone, together, goldens.NOISE_TOLERANCE)
     assert not problems, f"{family.name}: concurrent answers differ from the same requests alone:\n" + "\n".join(problems)
     assert len({json.dumps(a["top_logprobs"][0], sort_keys=True) for a in alone}) > 1, (
         f"{family.name}: {CONCURRENT} different images gave identical first-step logprobs: the answers cannot show a leak")

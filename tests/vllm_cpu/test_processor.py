@@ -4,25 +4,18 @@ item, for 1..limit items; the per-item token counts are snapshotted."""
 import json
 from pathlib import Path
 
-import pytest
-
 from vlcheck.core.results import Status
 from vlcheck.cpu.processor_check import processor_check
-from vlcheck.gate.testing import require_ok
+from vlcheck.gate.testing import require_ok, run_check
 from vlcheck.spec.registry import load_spec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 
 
-def _result(family, variant):
-    result = processor_check(family, variant)
-    if result.status is Status.SKIP:
-        pytest.skip(result.reason)
-    return result
-
-
-def test_processor_expands_every_item(family, variant, family_snapshot):
-    result = _result(family, variant)
+def test_processor_expands_every_item(family, variant, family_snapshot, request):
+    result = run_check(request, "processor", family, variant)
+    if result is None:  # compared with --vlcheck-baseline
+        return
     require_ok(result, variant)
     counts = result.data.get(f"{variant.kind}.token_counts", {})  # none where every shape failed (declared)
     lines = [f"# vLLM processor on the synthetic checkpoint: {family.name} [{variant.kind}]",

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,10 @@ def require_transformers_model(folder: str | Path, architecture: str) -> None:
     """Raises NoTransformersModel unless transformers can build this checkpoint's model."""
     from transformers import AutoConfig
 
+    remote = json.loads((Path(folder) / "config.json").read_text()).get("auto_map", {})
+    if "AutoConfig" in remote and not any(k.startswith("AutoModel") for k in remote):
+        raise NoTransformersModel(f"transformers cannot build {architecture} here: the config is remote code "
+                                  f"({remote['AutoConfig']}) and the checkpoint ships no modeling code")
     try:
         config = AutoConfig.from_pretrained(folder)
     except (ValueError, KeyError) as err:  # a model type only vLLM defines

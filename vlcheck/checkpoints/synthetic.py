@@ -21,15 +21,25 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vlcheck.checkpoints.remote_code import RemoteCode, resolve
 from vlcheck.prompt.render import IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, VIDEO_QUESTIONS
 from vlcheck.spec.schema import FamilySpec, Recipe, Variant
 
 CACHE_ENV = "VLCHECK_CACHE"
-# The builder's own source is part of every checkpoint's content hash: editing it rebuilds.
-BUILDER_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+_HERE = Path(__file__).resolve().parent
+BUILDER_CODE = (_HERE / "synthetic.py", _HERE / "remote_code.py", _HERE / "seeded.py",
+                _HERE.parent / "adapter" / "hf_classes.py", _HERE.parent / "adapter" / "remote_code.py",
+                _HERE.parent / "adapter" / "configs.py", _HERE.parent / "adapter" / "numerics.py")
+"""The code a build runs (the builder, and the adapter modules it reaches vLLM's and transformers'
+config and processor classes through): part of every checkpoint's key, so editing it rebuilds."""
+BUILDER_HASH = hashlib.sha256(b"".join(p.read_bytes() for p in BUILDER_CODE)).hexdigest()[:12]
+BUILD_PACKAGES = ("vllm", "transformers", "tokenizers", "torch")
+"""The packages a build uses: vLLM's config and processor classes, transformers' ones, the
+tokenizer trainer, the weights' random draws. A venv of other versions gets its own checkpoints."""
 SPECIAL_TOKEN = re.compile(r"<\|[^<>]+?\|>|<[^<>\s]+?>|\[[A-Z_]+\]|<｜[^<>]+?｜>")
 
 # Generic shrinking: every (sub-)config gets these where it has the key.
@@ -40,7 +50,7 @@ SHRINK = {
     "moe_intermediate_size": 64, "shared_expert_intermediate_size": 64, "num_experts": 4,
     "n_routed_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
 }
-SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "qformer_config", "thinker_config")
+SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "qformer_config", "thinker_config", "llm_config")
 
 # A tensor-parallel-ready checkpoint (`checkpoint_dir(..., heads=N)`): N attention and N key-value
 # heads of head_dim 32, widths scaled to match, so that TP sizes dividing N can split it. A
@@ -66,7 +76,7 @@ def cache_root() -> Path:
 def special_tokens_of(spec: FamilySpec, variant: Variant, recipe: Recipe) -> list[str]:
     """Every special-token-looking piece of the family's prompts, placeholders and stops."""
     texts = [variant.prompt.template or "", variant.prompt.content, variant.prompt.system or ""]
-    texts += [m.render(2) for m in variant.modalities.values()]
+    texts += [m.render(2) for m in variant.modalities.values() if not m.matched_as_text]
     texts += list(variant.stop_tokens or ())
     found: list[str] = []
     for text in texts:
@@ -75,12 +85,27 @@ def special_tokens_of(spec: FamilySpec, variant: Variant, recipe: Recipe) -> lis
     return list(dict.fromkeys(found))
 
 
-def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool, heads: int | None = None) -> str:
-    import transformers
+def build_versions() -> dict[str, str | None]:
+    from importlib import metadata
 
-    content = {"builder": BUILDER_HASH, "transformers": transformers.__version__,
+    versions = {}
+    for package in BUILD_PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool, heads: int | None = None,
+                  code: RemoteCode | None = None) -> str:
+    """Every input of the build: the builder's code, the packages it uses, the recipe, the tokens
+    the spec's prompts need, the model's remote code, the weights' initialisation and the head count."""
+    content = {"builder": BUILDER_HASH, "packages": build_versions(),
                "architecture": variant.architecture, "recipe": recipe.__dict__,
                "tokens": special_tokens_of(spec, variant, recipe), "weights": weights}
+    if code is not None:  # the model's files are inputs too: a new revision of them rebuilds
+        content["remote_code"] = code.digest()
     if heads is not None:
         content["heads"] = heads
     blob = json.dumps(content, sort_keys=True, default=str)
@@ -93,6 +118,7 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, he
     recipe = spec.synthetic
     if recipe is None:
         raise NotBuildable(f"{spec.name}: no [synthetic] recipe in {spec.path}")
+    code = _remote_code(spec, variant, recipe)
     if recipe.unsupported:
         raise NotBuildable(f"{spec.name}: {recipe.unsupported}")
     # Named by content only: a family's single and multi-image examples often need the same
@@ -100,13 +126,13 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, he
     from vlcheck.checkpoints.seeded import INIT_HASH
 
     seeding = INIT_HASH if weights else False  # a new initialisation rebuilds the seeded checkpoints
-    target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, seeding, heads)}"
+    target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, seeding, heads, code)}"
     if (target / "config.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        _build(spec, variant, recipe, staging, weights, heads)
+        _build(spec, variant, recipe, staging, weights, heads, code)
         try:
             staging.rename(target)  # atomic: another worker may have won the race, which is fine
         except OSError:
@@ -115,6 +141,24 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, he
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _remote_code(spec: FamilySpec, variant: Variant, recipe: Recipe) -> RemoteCode | None:
+    """The variant's model's remote code, for a `hub_remote_code` recipe; raises NotBuildable naming
+    every missing file and package (with an `unsupported` recipe: the reason, then what the HF
+    cache lacks, as found now)."""
+    if not recipe.hub_remote_code:
+        return None
+    code = resolve(variant.model, variant.revision)
+    problems = code.problems()
+    if recipe.unsupported:
+        found = (f"its remote code lacks: {'; '.join(problems)}" if problems else
+                 f"its remote code is all in the HF cache now ({', '.join(code.modules())}): the recipe can be written")
+        raise NotBuildable(f"{spec.name}: {recipe.unsupported} [{variant.kind}] {found}.")
+    if problems:
+        raise NotBuildable(f"{spec.name} [{variant.kind}]: the checkpoint is built from {variant.model}'s remote code "
+                           f"(trust_remote_code), and {'; '.join(problems)}")
+    return code
 
 
 # --- building --------------------------------------------------------------------------------
@@ -220,12 +264,15 @@ def shrink(config: Any, sizes: dict[str, int] = SHRINK) -> None:
             shrink(child, sizes)
 
 
-def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weights: bool, heads: int | None = None) -> None:
+def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weights: bool, heads: int | None = None,
+           code: RemoteCode | None = None) -> None:
     from transformers import CONFIG_MAPPING
 
     from vlcheck.adapter.configs import transformers_config_class, vllm_config_class
 
-    if recipe.config_class:
+    if code is not None:
+        config = code.load_config()
+    elif recipe.config_class:
         config = _import(recipe.config_class)()
     elif (config_cls := transformers_config_class(recipe.model_type) or vllm_config_class(recipe.model_type)) is not None:
         config = config_cls()
@@ -248,7 +295,7 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
 
     tokenizer = make_tokenizer(special_tokens_of(spec, variant, recipe), recipe.tokenizer,
                                pinned=recipe.token_positions)
-    processor = _make_processor(recipe, tokenizer)  # may add tokens (PaliGemma's <locNNNN>): before sizing
+    processor = _make_processor(recipe, tokenizer, code)  # may add tokens (PaliGemma's <locNNNN>): before sizing
     vocab = tokenizer.get_vocab()
     for attr, token in recipe.token_ids.items():
         _set_path(config, attr, vocab[token])
@@ -267,6 +314,8 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
 
     processor.save_pretrained(out)
     config.save_pretrained(out)
+    if code is not None:
+        code.ship(out)
     if recipe.saved_config_keys or recipe.remote_code:
         saved = json.loads((out / "config.json").read_text())
         for key, name in recipe.saved_config_keys.items():
@@ -296,11 +345,15 @@ def _import(path: str) -> Any:
         raise NotBuildable(f"the recipe's {path} does not import on this install: {type(err).__name__}: {err}") from None
 
 
-def _make_processor(recipe: Recipe, tokenizer):
+def _make_processor(recipe: Recipe, tokenizer, code: RemoteCode | None = None):
+    """The family's processor around the synthetic tokenizer (the tokenizer alone where the
+    model's remote code has no processor: vLLM then builds its own, e.g. InternVL's)."""
     import transformers
 
     from vlcheck.adapter.hf_classes import processor_attributes, processor_classes
 
+    if code is not None and not recipe.processor_class:
+        return _remote_processor(recipe, tokenizer, code)
     mt = recipe.model_type
     names = processor_classes(mt)
     if recipe.processor_class:
@@ -322,6 +375,31 @@ def _make_processor(recipe: Recipe, tokenizer):
     if video_cls is not None and "video_processor" in attributes:
         parts["video_processor"] = video_cls(**recipe.video_processor)
     return proc_cls(**parts, **recipe.processor)
+
+
+def _remote_processor(recipe: Recipe, tokenizer, code: RemoteCode):
+    from vlcheck.adapter.hf_classes import processor_attributes
+
+    proc_cls = code.load_class("AutoProcessor")
+    if proc_cls is None:
+        return tokenizer
+    parts: dict[str, Any] = {"tokenizer": tokenizer}
+    image_processor = code.load_image_processor(recipe.image_processor)
+    if image_processor is not None and "image_processor" in processor_attributes(proc_cls):
+        parts["image_processor"] = image_processor
+    proc_cls(**parts, **recipe.processor)  # refuses parts it cannot take, before anything is saved
+    # Saved part by part, as the Hub repo holds them: remote processors written for older
+    # transformers skip ProcessorMixin.__init__ (Phi3VProcessor), so save_pretrained fails on them.
+    return _Parts(list(parts.values()))
+
+
+@dataclass(frozen=True)
+class _Parts:
+    parts: list[Any]
+
+    def save_pretrained(self, out: Path) -> None:
+        for part in self.parts:
+            part.save_pretrained(out)
 
 
 def _save_weights(config, out: Path) -> None:

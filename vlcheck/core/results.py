@@ -74,17 +74,35 @@ def _owner(frame) -> str | None:
     return None
 
 
+VALIDATION = ("pydantic", "pydantic_core")
+"""vLLM's configs (EngineArgs, ModelConfig) are pydantic dataclasses: the validators are vLLM's, but
+pydantic raises the ValidationError from its own frames, called straight from vlcheck's."""
+
+
+def _top(frame) -> str:
+    return (frame.f_globals.get("__name__", "") or "").split(".")[0]
+
+
 def raised_by(err: BaseException) -> str:
-    """Whose code raised `err`: `vlcheck`, or the library (`vllm`, `transformers`, `tokenizers`)
-    owning the innermost frame that belongs to either. A `SuiteError`, or an exception with no such
-    frame, is vlcheck's. This one rule decides `error` against `fail` everywhere."""
+    """Whose code raised `err`: the library (`vllm`, `transformers`, `tokenizers`) owning the
+    innermost of their frames below vlcheck's last frame (a library's own dependencies, torch or
+    PIL, count as the library that called them; pydantic called from vlcheck validates a vLLM
+    config: `vllm`), else `vlcheck`. A `SuiteError` is vlcheck's. This one rule decides `error`
+    against `fail` everywhere."""
     if isinstance(err, SuiteError):
         return "vlcheck"
-    owner, tb = "vlcheck", err.__traceback__
+    frames, tb = [], err.__traceback__
     while tb is not None:
-        owner = _owner(tb.tb_frame) or owner
+        frames.append(tb.tb_frame)
         tb = tb.tb_next
-    return owner
+    owners = [_owner(f) for f in frames]
+    last = max((i for i, o in enumerate(owners) if o == "vlcheck"), default=-1)
+    deeper = [o for o in owners[last + 1:] if o in LIBRARIES]
+    if deeper:
+        return deeper[-1]
+    if last + 1 < len(frames) and _top(frames[last + 1]) in VALIDATION:
+        return "vllm"
+    return "vlcheck"
 
 
 def from_exception(family: str, check: str, err: BaseException, where: str = "") -> CheckResult:
@@ -118,8 +136,9 @@ def declared_deviation(result: CheckResult, variant, declared_as: str | None = N
 
         note = (f" (the spec's deviations.{key}, measured on {declared.scope}, does not apply to "
                 f"{describe()}: checked plainly)")
+        finding = (result.finding or result.reason) if result.status is Status.FAIL else ""
         return CheckResult(result.family, result.check, result.status, result.reason + note, result.details,
-                           {**result.data, f"{variant.kind}.{NOT_APPLIED}": key}, result.finding or result.reason)
+                           {**result.data, f"{variant.kind}.{NOT_APPLIED}": key}, finding)
     if result.status is Status.PASS:
         return CheckResult(result.family, result.check, result.status,
                            result.reason + f" (deviations.{key} is declared for {declared.scope} but did not happen)",

@@ -11,6 +11,7 @@ from vlcheck.prompt.conformance import template_unavailable
 from vlcheck.prompt.render import default_questions
 from vlcheck.prompt.requests import example_prompt, media_data
 from vlcheck.prompt.templates import TemplateUnavailable
+from vlcheck.spec.models import local_dir
 from vlcheck.spec.schema import FamilySpec, Variant
 
 
@@ -37,8 +38,8 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     """For 1..limit items of each modality: as many placeholder ranges as items; the token count
     of every item is recorded (and snapshotted)."""
     where = f"[{variant.kind}]"
-    try:
-        local = checkpoint_dir(spec, variant)
+    try:  # a model folder's own config, tokenizer and processor files; else the synthetic checkpoint
+        local = local_dir(variant.model) or checkpoint_dir(spec, variant)
     except NotBuildable as err:
         return CheckResult(spec.name, "processor", Status.SKIP, f"{where} no checkpoint: {err}")
     except Exception as err:  # noqa: BLE001 - the builder is vlcheck's: whatever it raises is an error, never a fail

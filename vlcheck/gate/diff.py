@@ -61,6 +61,8 @@ class Change:
     old: Any
     new: Any
     note: str = ""
+    tolerance: float | None = None
+    """How far the fact's numbers may move and be the same (its check's)."""
 
     def text(self) -> str:
         where = f"{self.family} {self.check}"
@@ -69,6 +71,12 @@ class Change:
         if isinstance(self.old, list) and isinstance(self.new, list) and _lines(self.old + self.new):
             body = "\n".join([*("    -" + line for line in self.old), *("    +" + line for line in self.new)][:40])
             return f"{where}: {self.fact} changed:\n{body}"
+        if isinstance(self.old, (dict, list)) and isinstance(self.new, (dict, list)) and self.note == "":
+            leaves = differing_leaves(self.old, self.new, tolerance=self.tolerance)
+            if leaves and len(_short(self.old, 10_000)) > 200:  # a big value: name what inside it moved
+                body = "\n".join(f"    {path}: {_short(a, 80)} -> {_short(b, 80)}" for path, a, b in leaves[:8])
+                more = f"\n    ... {len(leaves) - 8} more" if len(leaves) > 8 else ""
+                return f"{where}: {self.fact} changed:\n{body}{more}"
         return f"{where}: {self.fact}: {_short(self.old)} -> {_short(self.new)}" + (f" ({self.note})" if self.note else "")
 
 
@@ -178,6 +186,7 @@ def compare(old: dict, new: dict) -> Diff:
                                           "the new report does not run this check"))
     d.gained += [f"check {c}: new in the check list" for c in new["checks"] if c not in old["checks"]]
     informational = {**old.get("informational", {}), **new.get("informational", {})}
+    tolerances = {**old.get("tolerances", {}), **new.get("tolerances", {})}
     for family in sorted(set(old["families"]) | set(new["families"]), key=str.lower):
         o_row, n_row = old["families"].get(family), new["families"].get(family)
         if n_row is None:
@@ -195,7 +204,7 @@ def compare(old: dict, new: dict) -> Diff:
             elif o is None:
                 d.gained.append(f"{family} {check}: measured on the new side only")
             else:
-                compare_cell(d, family, check, o, n, set(informational.get(check, ())))
+                compare_cell(d, family, check, o, n, set(informational.get(check, ())), tolerances.get(check))
     if not d.compared:
         d.lost_coverage.append(Change("*", "*", "status", "cells", "none",
                                       "nothing was compared: no family-config is in both reports"))
@@ -208,7 +217,8 @@ def units(cell: dict) -> dict[str | None, dict]:
     return dict(cell.get("variants") or {}) or {None: cell}
 
 
-def compare_cell(d: Diff, family: str, check: str, o: dict, n: dict, informational: set[str] = frozenset()) -> None:
+def compare_cell(d: Diff, family: str, check: str, o: dict, n: dict, informational: set[str] = frozenset(),
+                 tolerance: float | None = None) -> None:
     o_units, n_units = units(o), units(n)
     if (None in o_units) != (None in n_units):  # one side does not split the cell: compare it whole
         o_units, n_units = {None: o}, {None: n}
@@ -226,11 +236,12 @@ def compare_cell(d: Diff, family: str, check: str, o: dict, n: dict, information
                           for k in (n.get("data") or {}))
         if compare_unit(d, family, label, o_units[kind], n_units[kind], not_applied):
             prefix = None if kind is None else f"{kind}."
-            compare_facts(d, family, label, _facts(o, prefix, informational), _facts(n, prefix, informational))
+            compare_facts(d, family, label, _facts(o, prefix, informational), _facts(n, prefix, informational),
+                          tolerance)
     if None not in o_units:  # facts of the whole cell (no family-config prefix)
         shared = lambda cell: {k: v for k, v in _facts(cell, None, informational).items()  # noqa: E731
                                if k.split(".")[0] not in o_units and k.split(".")[0] not in n_units}
-        compare_facts(d, family, check, shared(o), shared(n))
+        compare_facts(d, family, check, shared(o), shared(n), tolerance)
 
 
 def compare_unit(d: Diff, family: str, label: str, o: dict, n: dict, not_applied: bool = False) -> bool:
@@ -252,6 +263,7 @@ def compare_unit(d: Diff, family: str, label: str, o: dict, n: dict, not_applied
         return True
     if was in OK and now == "fail":
         d.regressions.append(Change(family, label, "status", was, now, n.get("reason", "")))
+        return False  # what it no longer measures is the regression's, not lost coverage of its own
     elif was == "pass" and now == "declared deviation":
         d.regressions.append(Change(family, label, "status", was, now, "now only passes by a declaration: "
                                     + n.get("reason", "")))
@@ -269,13 +281,27 @@ def compare_unit(d: Diff, family: str, label: str, o: dict, n: dict, not_applied
     return was != "skip"
 
 
-def compare_facts(d: Diff, family: str, label: str, old: dict, new: dict) -> None:
+def same(a: Any, b: Any, tolerance: float | None = None) -> bool:
+    """Equal, numbers within `tolerance` (recursively through lists and dicts)."""
+    if tolerance is None:
+        return a == b
+    number = (int, float)
+    if isinstance(a, number) and isinstance(b, number) and not isinstance(a, bool) and not isinstance(b, bool):
+        return abs(a - b) <= tolerance
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y, tolerance) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k], tolerance) for k in a)
+    return a == b
+
+
+def compare_facts(d: Diff, family: str, label: str, old: dict, new: dict, tolerance: float | None = None) -> None:
     for key in [*old, *(k for k in new if k not in old)]:
         if key not in new:
             d.lost_coverage.append(Change(family, label, key, old[key], None, "measured on the old side only"))
         elif key not in old:
             d.gained.append(f"{family} {label}: {key}: measured on the new side only")
-        elif old[key] != new[key]:
+        elif not same(old[key], new[key], tolerance):
             a, b = old[key], new[key]
             if isinstance(a, dict) and isinstance(b, dict):
                 for k in [*a, *(k for k in b if k not in a)]:
@@ -284,13 +310,13 @@ def compare_facts(d: Diff, family: str, label: str, old: dict, new: dict) -> Non
                         d.lost_coverage.append(Change(family, label, fact, a[k], None, "measured on the old side only"))
                     elif k not in a:
                         d.gained.append(f"{family} {label}: {fact}: measured on the new side only")
-                    elif a[k] != b[k]:
-                        d.moved.append(Change(family, label, fact, a[k], b[k]))
+                    elif not same(a[k], b[k], tolerance):
+                        d.moved.append(Change(family, label, fact, a[k], b[k], tolerance=tolerance))
             elif isinstance(a, list) and isinstance(b, list) and _lines(a + b):
                 removed, added = _line_changes(a, b)
                 d.moved.append(Change(family, label, key, removed, added))
             else:
-                d.moved.append(Change(family, label, key, a, b))
+                d.moved.append(Change(family, label, key, a, b, tolerance=tolerance))
 
 
 def _facts(cell: dict, prefix: str | None, informational: set[str]) -> dict:
@@ -311,6 +337,17 @@ def _finding(unit: dict, env: dict) -> str:
         if env.get(package):
             text = text.replace(str(env[package]), f"<{package}>")
     return text
+
+
+def differing_leaves(a: Any, b: Any, path: str = "", tolerance: float | None = None) -> list[tuple[str, Any, Any]]:
+    """(path, old, new) of every leaf where two JSON values differ: `[0].top_logprobs[1]["4"]`."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [leaf for k in [*a, *(k for k in b if k not in a)]
+                for leaf in (differing_leaves(a[k], b[k], f"{path}[{json.dumps(k)}]", tolerance) if k in a and k in b
+                             else [(f"{path}[{json.dumps(k)}]", a.get(k), b.get(k))])]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [leaf for i, (x, y) in enumerate(zip(a, b)) for leaf in differing_leaves(x, y, f"{path}[{i}]", tolerance)]
+    return [] if same(a, b, tolerance) else [(path, a, b)]
 
 
 def _lines(values: list) -> bool:

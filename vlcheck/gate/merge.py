@@ -65,6 +65,7 @@ def merge(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "environment": environment,
         "checks": first["checks"],
         "informational": first.get("informational", {}),
+        "tolerances": first.get("tolerances", {}),
         "summary": {s: cells.count(s) for s in statuses},
         "families": {n: families[n] for n in order},
         "merged_from": [{"report": name, "created": rep.get("created"), "shard": rep.get("shard"),

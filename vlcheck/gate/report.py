@@ -20,7 +20,7 @@ from vlcheck.core.results import CheckResult, Status
 SCHEMA = 3
 """2: the `error` status (vlcheck could not run the check), apart from `fail`. 3: per cell, its
 family-configs (`variants`) and what a failure measured (`finding`); per report, the facts each
-check records without comparing them (`informational`)."""
+check records without comparing them (`informational`) and how far its numbers may move (`tolerances`)."""
 STATUS_COLOURS = {"pass": "#c8e6c9", "declared deviation": "#fff3b0", "fail": "#ffcdd2", "error": "#d1c4e9",
                   "skip": "#e0e0e0"}
 STATUS_SYMBOLS = {"pass": "✅", "declared deviation": "🟡", "fail": "❌", "error": "💥", "skip": "⏭️"}
@@ -54,7 +54,8 @@ def _plain(value: Any) -> Any:
 
 
 def build(results: list[CheckResult], checks: list[str], families: dict[str, Any],
-          unloadable: list[str] = (), informational: dict[str, list[str]] | None = None) -> dict[str, Any]:
+          unloadable: list[str] = (), informational: dict[str, list[str]] | None = None,
+          tolerances: dict[str, float] | None = None) -> dict[str, Any]:
     """The report of `results`; `unloadable` names families whose spec file does not load;
     `informational`: per check, facts recorded but not compared (`gate.checks.informational_facts`)."""
     matrix: dict[str, dict[str, Any]] = {}
@@ -72,6 +73,7 @@ def build(results: list[CheckResult], checks: list[str], families: dict[str, Any
     counts = {s.value: sum(r.status is s for r in results) for s in Status}
     return {"schema": SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "environment": environment(), "checks": checks, "informational": informational or {},
+            "tolerances": tolerances or {},
             "summary": counts, "families": matrix}
 
 

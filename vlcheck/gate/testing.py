@@ -1,8 +1,8 @@
-"""Helpers the pytest suite shares (kept out of conftest.py so that test modules can import them).
+"""Helpers the tests share (test modules import them; the plugin's hooks are in pytest_plugin.py).
 
 Every failing test says in its first line the family, the variant, the check and why. A check
 that vlcheck itself could not run (status `error`, or a `SuiteError`) is reported by pytest as an
-error, apart from the failures that describe vLLM's or transformers' behaviour (see conftest.py).
+error, apart from the failures that describe vLLM's or transformers' behaviour (see pytest_plugin.py).
 """
 
 from __future__ import annotations
@@ -35,16 +35,17 @@ def require_ok(result: CheckResult, variant: Variant) -> None:
         fail_with(result, variant)
 
 
-def assert_as_declared(result: CheckResult, variant: Variant) -> None:
-    """A CPU check's result is a pass, or, where the spec declares a deviation of that check for
-    the installed versions, the declared deviation: a deviation that no longer happens fails, so
-    the spec gets corrected."""
+def assert_as_declared(result: CheckResult, variant: Variant, declared_as: str | None = None) -> None:
+    """A CPU check's result is a pass, or, where the spec declares a deviation of that check (or
+    of `declared_as`) for the installed versions, the declared deviation: a deviation that no
+    longer happens fails, so the spec gets corrected."""
+    key = declared_as or result.check
     if result.status is Status.ERROR:
         fail_with(result, variant)
-    if variant.deviation(result.check) is not None:
+    if variant.deviation(key) is not None:
         if result.status is not Status.DEVIATION:
-            fail_with(result, variant, f"deviations.{result.check} is declared for "
-                      f"{variant.deviations[result.check].scope} but the check {result.status.value}es now: "
+            fail_with(result, variant, f"deviations.{key} is declared for "
+                      f"{variant.deviations[key].scope} but the check {result.status.value}es now: "
                       "remove it from the spec or narrow its versions")
     elif result.status is not Status.PASS:
         fail_with(result, variant)
@@ -60,12 +61,163 @@ def expect_deviation(request: pytest.FixtureRequest, variant: Variant, check: st
                                               strict=True))
 
 
+def assert_as_scoped(request: pytest.FixtureRequest, variant: Variant, check: str,
+                     problems: dict[str, list[str]], headline: str) -> None:
+    """A test's problems per modality, against the declared deviation of `check`: one declared for
+    the whole check is a strict expected failure (`expect_deviation`); one declared for some
+    modalities (`modalities = ["video"]`) excuses those only: every other modality must pass,
+    and the declared ones must still deviate (else the spec is out of date)."""
+    declared = variant.deviation(check)
+    if declared is None or not declared.modalities:
+        if declared is not None:
+            expect_deviation(request, variant, check)
+        found = [p for ps in problems.values() for p in ps]
+        assert not found, headline + "\n" + "\n".join(found)
+        return
+    others = [p for m, ps in problems.items() if not declared.covers(m) for p in ps]
+    assert not others, (headline + f" (deviations.{check} covers {'/'.join(declared.modalities)} only)\n"
+                        + "\n".join(others))
+    excused = [p for m, ps in problems.items() if declared.covers(m) for p in ps]
+    if not excused:
+        pytest.fail(f"{variant.kind}: deviations.{check} is declared for {declared.scope} but "
+                    f"{'/'.join(declared.modalities)} agree now: remove it from the spec or narrow its versions",
+                    pytrace=False)
+    pytest.xfail(f"declared deviation ({declared.scope}; the other modalities passed): {declared.reason} "
+                 f"[now: {excused[0][:300]}]")
+
+
+def modality_of(shape: str) -> str:
+    """`"video x1"` -> `"video"`."""
+    return shape.split(" ", 1)[0]
+
+
 def is_suite_crash(excinfo: pytest.ExceptionInfo) -> bool:
     """A test failed because vlcheck's own code broke: a `SuiteError`, or an exception raised in
     vlcheck's code rather than vLLM's or transformers' (`core.results.raised_by`, the rule the
     report's `error` cells follow too). Assertions and pytest outcomes are never crashes."""
+    from vlcheck.gpu.watchdog import EngineDied
+
     if excinfo.errisinstance(SuiteError):
         return True
-    if excinfo.errisinstance((AssertionError, pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception)):
+    if excinfo.errisinstance((AssertionError, EngineDied, pytest.fail.Exception, pytest.skip.Exception,
+                              pytest.xfail.Exception)):
         return False
     return raised_by(excinfo.value) == "vlcheck"
+
+
+# --- the catalogue in pytest, and --vlcheck-baseline ---------------------------------------------
+
+class Baseline:
+    """A user's own report (`vlcheck check --json` on the versions they run) that the pytest tier
+    compares with instead of the repo's snapshots (`--vlcheck-baseline FILE`), with the changes
+    they accepted (`--vlcheck-accepted FILE`). The rules are `vlcheck diff`'s, per family-config."""
+
+    def __init__(self, path: str, accepted_path: str | None = None):
+        from vlcheck.gate import accepted, diff, report
+
+        self.path = path
+        self.report = diff.load(path)
+        self.accepted = accepted.load(accepted_path) if accepted_path else []
+        self.environment = {k: v for k, v in report.environment().items() if k in ("vllm", "transformers", "torch")}
+
+    def compare(self, check: str, result: CheckResult, variant: Variant | None) -> None:
+        """Returns when the family-config (`variant`; None: a whole-family check) behaves as in
+        the baseline; fails naming each regression, lost coverage or moved fact; skips where
+        neither side measured it."""
+        from vlcheck.gate import diff
+        from vlcheck.gate.checks import unit
+
+        row = self.report["families"].get(result.family)
+        cell = row["checks"].get(check) if row else None
+        if cell is None:
+            pytest.skip(f"{result.family} {check}: not in the baseline {self.path}: nothing to compare with")
+        kind = variant.kind if variant is not None else None
+        old = diff.units(cell).get(kind) or diff.units(cell).get(None)
+        if old is None:
+            pytest.skip(f"{result.family} [{kind}] {check}: not in the baseline {self.path}")
+        d = diff.Diff(self.report["environment"], self.environment)
+        label = check if kind is None else f"{check} [{kind}]"
+        not_applied = any(k.endswith(".declaration_not_applied") for k in result.data)
+        if diff.compare_unit(d, result.family, label, old, unit(result), not_applied):
+            informational = set(self.report.get("informational", {}).get(check, ()))
+            prefix = f"{kind}." if kind and cell.get("variants") else None
+            diff.compare_facts(d, result.family, label, diff._facts(cell, prefix, informational),
+                               diff._facts({"data": result.data}, prefix, informational),
+                               self.report.get("tolerances", {}).get(check))
+        d.apply(self.accepted)
+        first = _headline(result, variant)
+        if d.not_run:
+            if result.status is Status.ERROR:
+                raise SuiteError(first)
+            pytest.skip(f"{d.not_run[0]} (baseline {self.path})")
+        problems = [*(c.text() for c in d.regressions), *(c.text() for c in d.lost_coverage),
+                    *(c.text() for c in d.moved)]
+        if problems:
+            pytest.fail(f"{first}\nagainst the baseline {self.path} "
+                        f"(vllm {self.report['environment'].get('vllm')}, transformers "
+                        f"{self.report['environment'].get('transformers')}):\n" + "\n".join(problems), pytrace=False)
+        if result.status is Status.SKIP:
+            pytest.skip(first)
+
+    def compare_fact(self, family: str, check: str, fact: str, value) -> None:
+        """One fact of a whole-family cell against the baseline's (e.g. `spec`'s `prompts`)."""
+        from vlcheck.gate import diff
+
+        cell = (self.report["families"].get(family) or {"checks": {}})["checks"].get(check)
+        if cell is None or fact not in cell.get("data", {}):
+            pytest.skip(f"{family} {check}: fact {fact} is not in the baseline {self.path}")
+        d = diff.Diff(self.report["environment"], self.environment)
+        diff.compare_facts(d, family, check, {fact: cell["data"][fact]}, {fact: value})
+        d.apply(self.accepted)
+        if d.moved:
+            pytest.fail(f"{family} {check}: against the baseline {self.path}:\n" + "\n".join(c.text() for c in d.moved),
+                        pytrace=False)
+
+
+def _headline(result: CheckResult, variant: Variant | None) -> str:
+    return headline(result, variant) if variant is not None else \
+        f"{result.family} {result.check}: {result.status.value}: {result.reason}"
+
+
+def baseline_of(config: pytest.Config) -> Baseline | None:
+    """The session's `--vlcheck-baseline`, loaded once (a bad file stops the session, naming it)."""
+    path = config.getoption("--vlcheck-baseline", None)
+    if not path:
+        return None
+    if not hasattr(config, "_vlcheck_baseline"):
+        from vlcheck.gate.diff import ReportError
+
+        try:
+            config._vlcheck_baseline = Baseline(path, config.getoption("--vlcheck-accepted", None))
+        except ReportError as err:
+            raise pytest.UsageError(f"--vlcheck-baseline: {err}") from None
+    return config._vlcheck_baseline
+
+
+def run_check(request: pytest.FixtureRequest, name: str, family: FamilySpec,
+              variant: Variant | None = None) -> CheckResult | None:
+    """The catalogue's check `name` on one family-config (a whole family for `spec`), exactly as
+    `vlcheck check` runs it.
+
+    With `--vlcheck-baseline FILE` it is compared with the baseline and None is returned when it
+    behaves as there (the test then ends, passed: `if result is None: return`); it fails or skips
+    otherwise. Without, an error fails the test as a VLCHECK ERROR, a skip skips it with the
+    reason, and the result is returned for the test's own assertions (the repo's snapshots: the
+    baseline of the pinned reference)."""
+    from vlcheck.gate.checks import CATALOGUE, run_cell, run_variant
+
+    check = CATALOGUE[name]
+    result = run_cell(check, family) if variant is None else run_variant(check, family, variant)
+    baseline = baseline_of(request.config)
+    if baseline is not None:
+        baseline.compare(name, result, variant)
+        return None
+    if result.status is Status.ERROR:
+        raise SuiteError(_headline(result, variant) + "".join(f"\n{d}" for d in result.details))
+    if result.status is Status.SKIP:
+        pytest.skip(_headline(result, variant))
+    return result
+
+
+def fact_lines(result: CheckResult, variant: Variant, fact: str) -> list[str]:
+    return list(result.data.get(f"{variant.kind}.{fact}", []))

@@ -17,11 +17,14 @@ import gc
 import os
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+from vlcheck.gpu.watchdog import EngineDied, Watchdog, Watched, last_words
+from vlcheck.spec.models import local_dir
 from vlcheck.spec.schema import FamilySpec, Variant
 
 # Engine args a synthetic checkpoint cannot honour, or that only waste time in a test. Its 2
@@ -38,6 +41,29 @@ SYNTHETIC_ENGINE_ARGS = {"gpu_memory_utilization": 0.04, "kv_cache_memory_bytes"
 free-memory assertion fails when another engine on the same GPU frees memory meanwhile, so
 several family-configs can run side by side on one GPU (scripts/gpu-tier.sh JOBS=N)."""
 
+
+SEEDED_DTYPES = ("float32", "bfloat16")
+"""Seeded checkpoints are served in float32, as transformers ran the CPU reference, so that one
+engine per family-config serves the generation, cache and hostile tests and the comparison with
+transformers alike (one engine start instead of two); bfloat16 where vLLM refuses float32. Real
+and dummy weights keep the example's dtype."""
+
+FLOAT32_ENV = {"NVIDIA_TF32_OVERRIDE": "0"}
+"""A float32 engine computes in float32: cuDNN runs float32 convolutions (every vision tower's
+patch embedding, Chameleon's VQ encoder) in TF32 by default (PyTorch's cudnn.allow_tf32), with
+10-bit mantissas. Chameleon's VQ tokenizer (its synthetic 64-code codebook has near-ties: 168 of
+1024 positions within 1e-3 relative distance) then picked other codes than transformers in
+float32 on CPU, and vLLM's first-step logprobs lay 0.06-0.14 nats from transformers' (H200). On
+CPU, transformers with its convolutions rounded to TF32 flips 4 codes: 137 -2.6226 -> -2.3868.
+With TF32 off the H200 agrees with transformers within 0.0071 nats; with it on, the comparison
+fails again (same run). The engine's processes inherit the setting; the CPU side is unaffected."""
+
+WEIGHTS = ("auto", "real", "seeded", "synthetic")
+WEIGHTS_HELP = ("auto (default): the real weights where the model's folder or the HF cache holds them, else the "
+                "synthetic checkpoint with seeded weights (vLLM's dummy loading where none can be drawn); real: "
+                "only real weights (skip otherwise); seeded: always the seeded synthetic checkpoint; synthetic: "
+                "vLLM's dummy loading, whose outputs cannot detect numerical changes")
+"""The `--weights` / `--vlcheck-weights` choices, explained once for every command that takes them."""
 
 CPU_ENGINE_ARGS = {"dtype": "float32", "kv_cache_memory_bytes": 256 << 20, "skip_mm_profiling": True,
                    "distributed_executor_backend": "uni"}
@@ -66,8 +92,7 @@ class EngineUnavailable(RuntimeError):
 class EngineHandle:
     key: tuple
     llm: Any
-    platform: str
-    """`gpu` or `cpu` (vLLM's CPU build)."""
+    """The `LLM`, every call watched (`watchdog.Watched`): a dead or hung engine raises `EngineDied`."""
     weights: str
     """`real`, `seeded` (the synthetic checkpoint with fixed-seed weights) or `synthetic-dummy` (vLLM's dummy loader)."""
     model_dir: str
@@ -77,6 +102,17 @@ class EngineHandle:
     the engine's prompt token counts are compared with."""
     generation_runs: list | None = None
     """`gpu_checks.generation_runs` of this engine, once measured."""
+    dtype: str = "auto"
+    watchdog: Any = None
+    reported: bool = False
+    """Whether a test has recorded this engine's start time (the one that started it)."""
+    platform: str = "gpu"
+    """`gpu` or `cpu` (vLLM's CPU build)."""
+
+    @property
+    def label(self) -> str:
+        """The weights, and for seeded ones the dtype: goldens are kept apart by it."""
+        return f"seeded-{self.dtype}" if self.weights == "seeded" else self.weights
 
 
 def gpu_count() -> int:
@@ -101,7 +137,10 @@ def platform_unavailable(platform: str) -> str | None:
 
 
 def real_weights_available(variant: Variant) -> str | None:
-    """A local snapshot path of the real model when its weights are in the HF cache."""
+    """A local path of the real model: its folder, or its snapshot when its weights are in the HF cache."""
+    folder = local_dir(variant.model)
+    if folder is not None:
+        return str(folder) if any(folder.glob("*.safetensors")) or any(folder.glob("*.bin")) else None
     try:
         from huggingface_hub import snapshot_download
 
@@ -161,7 +200,8 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
         if real is not None:
             return {**args, **TEST_ENGINE_ARGS, "model": real, **overrides}, "real", real
         if weights == "real":
-            raise EngineUnavailable(f"{spec.name}: --vlcheck-weights real, but {variant.model} is not in the HF cache", True)
+            where = "its folder holds no weights" if local_dir(variant.model) else "it is not in the HF cache"
+            raise EngineUnavailable(f"{spec.name}: --vlcheck-weights real, but {variant.model}: {where}", True)
     # "seeded" (and "auto" without real weights): the synthetic checkpoint with fixed-seed weights in
     # the Hub's layout, which vLLM's loader takes whole (tests/numerics/test_seeded.py). "auto" falls
     # back to dummy loading where no seeded weights can be drawn; "synthetic" always uses it.
@@ -209,6 +249,9 @@ class EngineCache:
         if needed > have:
             raise EngineUnavailable(f"{spec.name}: needs {needed} GPUs (tensor_parallel_size), this runner has {have}", True)
         key = (platform, spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())))
+        if self.current is not None and self.current.key == key and self.current.watchdog.dead is not None:
+            self.failures[key] = self.current.watchdog.dead  # died under an earlier test: no restart
+            self.close()
         if key in self.failures:
             raise EngineUnavailable(self.failures[key], False)
         if self.current is not None and self.current.key == key:
@@ -232,25 +275,48 @@ class EngineCache:
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
         if platform == "cpu":
             adapter.prepare_cpu_engine()
+        watchdog = Watchdog(f"{spec.name}-{variant.kind}")
         start = time.perf_counter()
         try:
-            llm = LLM(**args)
-        except Exception as err:
-            self.failures[key] = f"{spec.name}: the engine failed to start: {type(err).__name__}: {str(err)[:500]}"
+            with watchdog.starting(), _environment(FLOAT32_ENV if args.get("dtype") == "float32" else {}):
+                llm = LLM(**args)
+        except (Exception, EngineDied) as err:
+            words = "" if isinstance(err, EngineDied) else f"\nIts last words ({watchdog.log}):\n{last_words(watchdog.log)}"
+            self.failures[key] = (f"{spec.name}: the engine failed to start after {time.perf_counter() - start:.0f} s: "
+                                  f"{type(err).__name__}: {str(err)[:2000]}{words}")
             raise EngineUnavailable(self.failures[key], False) from err
-        self.current = EngineHandle(key, llm, platform, used, local, time.perf_counter() - start, processor)
+        self.current = EngineHandle(key, Watched(llm, watchdog), used, local, time.perf_counter() - start, processor,
+                                    dtype=str(args.get("dtype", "auto")), watchdog=watchdog,
+                                    platform=platform)
         return self.current
 
     def close(self) -> None:
         if self.current is None:
             return
-        llm, self.current = self.current.llm, None
+        handle, self.current = self.current, None
         from vlcheck import adapter
 
-        adapter.shutdown_engine(llm)
-        del llm
+        if handle.watchdog.dead is None:
+            adapter.shutdown_engine(handle.llm._llm)
+        handle.watchdog.stop(kill=True)  # a dead engine's other processes would wait on it
+        del handle
         gc.collect()
         adapter.release_engine_memory()
+
+
+@contextmanager
+def _environment(values: dict[str, str]):
+    """Set while the engine starts: its processes inherit them."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def cache_counters(llm) -> dict[str, float]:

@@ -35,13 +35,19 @@ class ShapeRun:
     outputs: list[dict]
 
 
-def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality: str, count: int) -> ShapeRun:
+def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality: str, count: int,
+              alone: bool = False) -> ShapeRun:
     """The example's requests for one shape (--num-prompts 4, a different prompt per request),
-    and the prompt token counts vLLM's CPU processor gives for the same inputs."""
+    and the prompt token counts vLLM's CPU processor gives for the same inputs. `alone`: each
+    request in a batch of its own, never served from the prefix cache (measures batch noise)."""
     prompts = request_prompts(example_prompts(spec, variant, modality, count), NUM_PROMPTS, True)
     data = media_data(variant, modality, count)
     inputs = [{"prompt": p, "multi_modal_data": {modality: data}} for p in prompts]
-    outs = handle.llm.generate(inputs, greedy(), use_tqdm=False)
+    if alone:
+        outs = [handle.llm.generate([{**one, "cache_salt": f"alone-{i}"}], greedy(), use_tqdm=False)[0]
+                for i, one in enumerate(inputs)]
+    else:
+        outs = handle.llm.generate(inputs, greedy(), use_tqdm=False)
     expected = [len(adapter.apply_processor(handle.processor, p, {modality: data})["prompt_token_ids"]) for p in prompts]
     return ShapeRun(f"{modality} x{count}", [len(o.prompt_token_ids) for o in outs], expected,
                     [o.outputs[0].finish_reason for o in outs], goldens.from_outputs(outs))
@@ -53,6 +59,14 @@ def generation_runs(spec: FamilySpec, variant: Variant, handle: EngineHandle) ->
         handle.generation_runs = [run_shape(spec, variant, handle, m, c)
                                   for m in variant.modalities for c in variant.item_counts()]
     return handle.generation_runs
+
+
+def batch_noise(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> dict[str, float]:
+    """Per shape: how far the requests' logprobs move when each runs alone instead of batched
+    (`goldens.largest_difference`): the noise another batch shape, so other kernels, brings."""
+    batched = {r.shape: r.outputs for r in generation_runs(spec, variant, handle)}
+    alone = [run_shape(spec, variant, handle, m, c, alone=True) for m in variant.modalities for c in variant.item_counts()]
+    return {r.shape: goldens.largest_difference(batched[r.shape], r.outputs) for r in alone}
 
 
 @dataclass

@@ -13,25 +13,34 @@ import argparse
 import time
 
 from vlcheck.core import media
-from vlcheck.gpu.engines import EngineCache, EngineUnavailable, cache_counters
+from vlcheck.gpu.engines import WEIGHTS, WEIGHTS_HELP, EngineCache, EngineUnavailable, cache_counters
 from vlcheck.prompt.render import pick_variant
 from vlcheck.prompt.requests import build, example_prompts
 from vlcheck.spec.registry import get_family
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("family")
-    p.add_argument("--modality", choices=["image", "video"], default="image")
+    p.add_argument("family", help="the family to run (`vlcheck list` names them)")
+    p.add_argument("--modality", choices=["image", "video"], default="image",
+                   help="the media each request carries (default: image)")
     p.add_argument("--images", type=int, metavar="N", help="use the multi-image example with N images")
-    p.add_argument("--num-prompts", type=int, default=4)
-    p.add_argument("--num-frames", type=int, default=16)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--image-repeat-prob", type=float, default=None)
-    p.add_argument("--disable-mm-processor-cache", action="store_true")
-    p.add_argument("--time-generate", action="store_true")
-    p.add_argument("--use-different-prompt-per-request", action="store_true")
-    p.add_argument("--verify-mm-cache-hit-with-uuids", action="store_true")
-    p.add_argument("--weights", choices=("auto", "real", "synthetic", "seeded"), default="auto")
+    p.add_argument("--num-prompts", type=int, default=4, metavar="N", help="how many requests to send (default: 4)")
+    p.add_argument("--num-frames", type=int, default=16, metavar="N",
+                   help="frames of the test video with --modality video (default: 16)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="the engine's seed, and the seed of --image-repeat-prob's draws (default: the engine's 0)")
+    p.add_argument("--image-repeat-prob", type=float, default=None, metavar="P",
+                   help="simulate repeated media: each request after the first repeats the image with probability P, "
+                        "else sends a one-pixel-changed copy (without uuids, so the processor cache hits by content)")
+    p.add_argument("--disable-mm-processor-cache", action="store_true",
+                   help="start the engine with the multimodal processor cache off (mm_processor_cache_gb=0)")
+    p.add_argument("--time-generate", action="store_true", help="print the wall time of the generate call")
+    p.add_argument("--use-different-prompt-per-request", action="store_true",
+                   help="cycle through the example's questions instead of repeating the first")
+    p.add_argument("--verify-mm-cache-hit-with-uuids", action="store_true",
+                   help="send each item with a uuid, then resend the requests with empty media and the same uuids: "
+                        "VERIFIED (exit 0) when every item hits vLLM's cache and prompt token counts are unchanged")
+    p.add_argument("--weights", choices=WEIGHTS, default="auto", help=WEIGHTS_HELP)
 
 
 def _stop_ids(variant, llm, weights: str) -> list[int] | None:

@@ -45,12 +45,13 @@ def _measure(spec: FamilySpec, variant: Variant, handle, name: str) -> CheckResu
     if stop is not None and (stop.finish_reason != "stop" or stop.stop_reason != stop.stop_id):
         problems.append(f"stop token {stop.stop_id} did not end generation ({stop.finish_reason}, {stop.stop_reason})")
 
-    golden = goldens.load(goldens.golden_path(handle.weights, config_id(spec, variant), handle.platform))
-    if golden is None:
+    stored = goldens.load(goldens.golden_path(handle.label, config_id(spec, variant), handle.platform))
+    if stored is None:
         facts["golden"] = "none recorded"
     else:
-        moved = [f"{r.shape}: {p}" for r in runs
-                 for p in goldens.compare(golden.get(r.shape, []), r.outputs, goldens.logprob_tolerance(handle.platform))]
+        recorded_on, golden = stored
+        tolerance = goldens.tolerance_for(recorded_on, goldens.environment(handle.dtype))
+        moved = [f"{r.shape}: {p}" for r in runs for p in goldens.compare_golden(golden.get(r.shape, []), r.outputs, tolerance)]
         facts["golden"] = moved or "match"
         problems += moved
 
@@ -90,7 +91,7 @@ def _against_transformers(spec: FamilySpec, variant: Variant, handle, facts: dic
     actual = [reference.vllm_first_step(handle.llm, r) for r in requests]
     agreement, problems, seen, moved_by = {}, [], {}, {}
     for run, a in zip(stored["runs"], actual):
-        found = goldens.compare([run], [a]) + reference.first_step_problems(
+        found = goldens.logprobs_close([run], [a]) + reference.first_step_problems(
             [run], [a], reference.FLOAT32_FIRST_STEP_TOLERANCE)
         agreement[run["shape"]] = "agree" if not found else "differ"
         problems += [f"{run['shape']}: vLLM vs transformers {stored['transformers']}: {p}" for p in found]

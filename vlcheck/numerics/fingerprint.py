@@ -56,9 +56,19 @@ def fingerprint_lines(spec: FamilySpec, variant: Variant, processor) -> list[str
         prompt = example_prompt(spec, variant, modality, default_questions(variant, modality)[0], count)
         out = numerics.processor_outputs(processor, prompt, {modality: media_data(variant, modality, count)})
         lines.append(f"{modality} x{count}: {len(out['prompt_token_ids'])} prompt tokens")
-        for (m, index, key), tensor in sorted(out["tensors"].items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
-            lines.append(f"  {m}[{index}] {key}: {describe(tensor)}")
+        for (m, index, key), value in sorted(out["tensors"].items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+            lines += [f"  {m}[{index}] {name}: {describe(tensor)}" for name, tensor in _named(key, value)]
     return lines
+
+
+def _named(key: str, value) -> list[tuple[str, object]]:
+    """A list of tensors (MiniCPM-V's per-slice / per-frame pixel values) as one entry per tensor,
+    `pixel_values[0]`, ...: a tensor's repr would spread over many lines."""
+    import torch
+
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return [(f"{key}[{i}]", v) for i, v in enumerate(value)]
+    return [(key, value)]
 
 
 def fingerprints_check(spec: FamilySpec, variant: Variant) -> CheckResult:

@@ -247,3 +247,49 @@ def first_step_problems(stored: list[dict], actual: list[dict], tolerance: float
             problems.append(f"{s['shape']}: first-step logprobs beyond {tolerance} nats of transformers' "
                             f"(token: transformers, vLLM): {off}")
     return problems
+
+
+# --- the catalogue's `reference` check ------------------------------------------------------------
+
+def reference_check(spec: FamilySpec, variant: Variant):
+    """The transformers reference of one family-config as fact `<variant>.reference` (per request:
+    prompt tokens, greedy tokens, top-5 logprobs, input sensitivity), compared by `vlcheck diff`
+    within `LOGPROB_TOLERANCE`; fails when the output does not see its media or is not repeatable."""
+    from vlcheck.adapter.numerics import NoTransformersModel, require_transformers_model
+    from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+    from vlcheck.core.results import CheckResult, Status, crashed, from_exception
+    from vlcheck.prompt.conformance import template_unavailable
+    from vlcheck.prompt.templates import TemplateUnavailable
+
+    where = f"[{variant.kind}]"
+    try:  # asked of the weightless checkpoint (built once) before drawing any weights
+        require_transformers_model(checkpoint_dir(spec, variant), variant.architecture)
+        folder = checkpoint_dir(spec, variant, weights=True)
+    except NoTransformersModel as err:
+        return CheckResult(spec.name, "reference", Status.SKIP, f"{where} {spec.name}: no seeded weights: {err}")
+    except NotBuildable as err:
+        return CheckResult(spec.name, "reference", Status.SKIP, f"{where} no checkpoint: {err}")
+    except ImportError as err:
+        return CheckResult(spec.name, "reference", Status.SKIP,
+                           f"{where} {spec.name}: its model needs a package that is not installed: {str(err)[:200]}")
+    except Exception as err:  # noqa: BLE001 - the builder is vlcheck's: whatever it raises is an error
+        return crashed(spec.name, "reference", err, f"{where} {spec.name}: building the seeded checkpoint failed:")
+    try:
+        runs = [Reference(folder, spec, variant).run(r) for r in requests(spec, variant)]
+    except TemplateUnavailable as err:
+        return template_unavailable(spec, "reference", variant, err)
+    except Exception as err:  # noqa: BLE001 - transformers failing fails the check; vlcheck's crash is an error
+        return from_exception(spec.name, "reference", err, where)
+    data = {f"{variant.kind}.reference": [asdict(r) for r in runs]}
+    problems = sensitivity_problems(runs)
+    if problems:
+        return CheckResult(spec.name, "reference", Status.FAIL, f"{where} {spec.name}: {problems[0]}", problems, data)
+    return CheckResult(spec.name, "reference", Status.PASS,
+                       f"{where} {len(runs)} request(s): {', '.join(f'{r.shape} -> {r.token_ids}' for r in runs)}",
+                       data=data)
+
+
+def runs_of(fact: list[dict]) -> list[ReferenceRun]:
+    """The `reference` fact back as runs (what `compare` and `document` take)."""
+    return [ReferenceRun(**{**r, "sensitivity": Sensitivity(**r["sensitivity"]) if r.get("sensitivity") else None})
+            for r in fact]

@@ -1,4 +1,5 @@
-"""A family's small Hub files, fetched through huggingface_hub with the usual HF conventions.
+"""A family's small Hub files, fetched through huggingface_hub with the usual HF conventions, or
+read from the model's own folder where the spec names one (a user's fine-tune on local disk).
 
 `HF_HOME` / `HF_HUB_CACHE` pick the cache, `HF_HUB_OFFLINE=1` keeps everything local, `HF_TOKEN`
 opens gated repos; revisions come from the spec. Every fetch ends in one of four states, because
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from vlcheck.spec.models import is_path, local_dir
 
 class Status(enum.Enum):
     FOUND = "found"
@@ -47,6 +50,8 @@ class Asset:
     def why(self) -> str:
         """One line for a skip or failure message."""
         at = f"{self.repo}/{self.filename}" + (f"@{self.revision}" if self.revision else "")
+        if is_path(self.repo) and self.status is Status.NOT_FOUND:
+            return f"{at} does not exist ({self.detail})"
         return {
             Status.FOUND: f"{at} found",
             Status.MISSING_OFFLINE: f"{at} is not in the HF cache and HF_HUB_OFFLINE is set",
@@ -70,10 +75,18 @@ def offline() -> bool:
 
 @lru_cache(maxsize=None)
 def fetch(repo: str, filename: str, revision: str | None = None) -> Asset:
-    """One file of a model repo, from the cache or the Hub."""
+    """One file of a model repo, from the cache or the Hub; of a model folder, from the folder."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub import errors as e
 
+    if is_path(repo):
+        folder = local_dir(repo)
+        if folder is None:
+            return Asset(repo, filename, revision, Status.NOT_FOUND, detail="no such repo: the model folder does not exist")
+        path = folder / filename
+        if path.is_file():
+            return Asset(repo, filename, revision, Status.FOUND, path)
+        return Asset(repo, filename, revision, Status.NOT_FOUND, detail="no such file in the model folder")
     try:
         path = hf_hub_download(repo, filename, revision=revision)
         return Asset(repo, filename, revision, Status.FOUND, Path(path))
@@ -92,6 +105,8 @@ def fetch(repo: str, filename: str, revision: str | None = None) -> Asset:
         return Asset(repo, filename, revision, Status.NOT_FOUND, detail=f"no such repo{hint}: {_first_line(err)}")
     except e.EntryNotFoundError as err:
         return Asset(repo, filename, revision, Status.NOT_FOUND, detail=f"no such file: {_first_line(err)}")
+    except e.HFValidationError as err:  # neither a Hub id nor a folder written as a path ("/...", "./...")
+        return Asset(repo, filename, revision, Status.NOT_FOUND, detail=f"no such repo: not a Hub id: {_first_line(err)}")
     except (e.HfHubHTTPError, OSError) as err:
         return Asset(repo, filename, revision, Status.UNREACHABLE, detail=_first_line(err))
 

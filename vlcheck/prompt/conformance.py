@@ -4,8 +4,9 @@ Template: the example's hand-written prompt must equal the model's chat template
 same request, unless the spec declares the deviation with a reason. Families whose example calls
 `apply_chat_template` are rendered here (and snapshotted) instead.
 
-Stops: stop token strings resolve to ids, hard-coded ids decode to special tokens, the model's
-eos (generation_config.json) is covered, and every placeholder token is a single token.
+Stops: stop token strings resolve to ids, hard-coded ids decode to special tokens, and every
+placeholder piece vLLM matches as a token is a single token. The ids vLLM really stops on are
+recorded as a fact: the example's, the tokenizer's eos and the model's generation config eos.
 """
 
 from __future__ import annotations
@@ -100,29 +101,42 @@ def stop_conformance(spec: FamilySpec, variant: Variant) -> CheckResult:
         else:
             problems.append(f"stop_token_ids {token_id} is not a special token of {variant.model}")
 
-    eos = assets.json_or_none("generation_config.json") or {}
-    model_eos = eos.get("eos_token_id")
-    model_eos = [model_eos] if isinstance(model_eos, int) else list(model_eos or [])
+    model_eos, eos_source = model_eos_ids(assets)
     default_eos = ids.get(special.get("eos_token", ""))
-    covered = set(resolved) | set(variant.stop_token_ids or ()) | ({default_eos} if default_eos is not None else set())
-    for token_id in model_eos:
-        if token_id not in covered:
-            problems.append(f"the model's eos {token_id} ({by_id.get(token_id, '?')}) is neither a stop token nor the "
-                            "tokenizer's eos: generation may run past the end of the answer")
+    # vLLM always adds the generation config's eos_token_id to the stop set
+    # (SamplingParams.update_from_generation_config; `--generation-config vllm` only neutralises the
+    # sampling defaults), so a model eos apart from the tokenizer's is a stop, never a problem.
+    vllm_stops = sorted(set(resolved) | set(variant.stop_token_ids or ()) | set(model_eos)
+                        | ({default_eos} if default_eos is not None else set())) if eos_source else None
 
     for modality, placeholder in variant.modalities.items():
+        if placeholder.matched_as_text:
+            continue
         for piece in SPECIAL_TOKEN.findall(placeholder.text.replace("{i}", "1")):
             if piece not in ids:
                 problems.append(f"{modality} placeholder piece {piece!r} is not a single token of {variant.model}")
 
     data = {f"{variant.kind}.stop_ids": resolved + list(variant.stop_token_ids or ()),
-            f"{variant.kind}.stop_id_tokens": facts, f"{variant.kind}.model_eos": model_eos}
+            f"{variant.kind}.stop_id_tokens": facts, f"{variant.kind}.model_eos": model_eos,
+            f"{variant.kind}.model_eos_source": eos_source, f"{variant.kind}.vllm_stop_ids": vllm_stops}
     data[f"{variant.kind}.stop_problems"] = problems
     if problems:
         return declared_deviation(CheckResult(spec.name, check, Status.FAIL, f"[{variant.kind}] " + problems[0], problems,
                                               data), variant)
     return CheckResult(spec.name, check, Status.PASS, f"[{variant.kind}] stops resolve: {data[f'{variant.kind}.stop_ids']}",
                        data=data)
+
+
+def model_eos_ids(assets: ModelAssets) -> tuple[list[int], str | None]:
+    """The eos ids vLLM reads from the model: generation_config.json's, else config.json's (vLLM
+    derives a generation config from the model config when the file is absent)."""
+    for filename in ("generation_config.json", "config.json"):
+        data = assets.json_or_none(filename)
+        if data is None:
+            continue
+        eos = data.get("eos_token_id", (data.get("text_config") or {}).get("eos_token_id"))
+        return ([eos] if isinstance(eos, int) else list(eos or [])), filename
+    return [], None
 
 
 def hub_document(spec: FamilySpec, variant: Variant, template: CheckResult, stops: CheckResult) -> str:
@@ -139,7 +153,7 @@ def hub_document(spec: FamilySpec, variant: Variant, template: CheckResult, stop
         for modality, count, question, prompt in template.data[f"{kind}.rendered"]:
             lines.append(f"rendered [{modality} x{count}] {quote(question)}: {quote(prompt)}")
     lines += ["", f"stops: {stops.status.value}" + (f" ({stops.reason})" if stops.status is not Status.PASS else "")]
-    for key in ("stop_ids", "stop_id_tokens", "model_eos", "stop_problems"):
+    for key in ("stop_ids", "stop_id_tokens", "model_eos", "model_eos_source", "vllm_stop_ids", "stop_problems"):
         if f"{kind}.{key}" in stops.data:
             lines.append(f"{key.replace('_', ' ')}: {json.dumps(stops.data[f'{kind}.{key}'], ensure_ascii=False)}")
     return "\n".join(lines) + "\n"

@@ -10,33 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
-
 from vlcheck.prompt.render import NUM_PROMPTS, default_questions, messages, render_prompt, request_prompts
 from vlcheck.spec.schema import FamilySpec, Variant
 
 SNAPSHOT_ROOT = Path(__file__).resolve().parents[2] / "snapshots"
-
-
-class FamilySnapshot(SingleFileSnapshotExtension):
-    """One text file per parametrized test case: `snapshots/<test file>/<param id>.txt`."""
-
-    _write_mode = WriteMode.TEXT
-    file_extension = "txt"
-
-    @classmethod
-    def dirname(cls, *, test_location) -> str:
-        return str(SNAPSHOT_ROOT / test_location.basename)
-
-    @classmethod
-    def get_snapshot_name(cls, *, test_location, index=0) -> str:
-        node = test_location.nodename
-        return node.split("[", 1)[1][:-1] if "[" in node else test_location.testname
-
-    def delete_snapshots(self, *, snapshot_location: str, snapshot_names: set[str]) -> None:
-        """Never: syrupy cannot tell a family left out by --vlcheck-family from a removed one (it
-        deleted every other family's file on a filtered --snapshot-update). Files of removed
-        families are caught by tests/prompt_format/test_snapshot_files.py instead."""
+"""This checkout's snapshots (syrupy's storage of them: `snapshot_files.FamilySnapshot`)."""
 
 
 def quote(text: str) -> str:
@@ -57,7 +35,8 @@ def variant_sections(spec: FamilySpec, variant: Variant):
 
 def section_title(variant: Variant, modality: str, count: int) -> str:
     items = f"{count} item" + ("s" if count > 1 else "")
-    return f"[{variant.kind} · seed {variant.source.seed}:{variant.source.function} · {modality} · {items}]"
+    source = f"seed {variant.source.seed}:{variant.source.function}" if variant.source else "own model"
+    return f"[{variant.kind} · {source} · {modality} · {items}]"
 
 
 def prompt_document(spec: FamilySpec) -> str:

@@ -108,6 +108,11 @@ def resolve(variant: Variant) -> ChatTemplate:
     return _resolve(variant.model, variant.revision, variant.prompt.explicit_chat_template)
 
 
+def model_template(model: str, revision: str | None = None) -> ChatTemplate:
+    """The model's own chat template, as vLLM resolves it without `--chat-template`."""
+    return _resolve(model, revision, None)
+
+
 @lru_cache(maxsize=None)
 def _resolve(model: str, revision: str | None, explicit: str | None) -> ChatTemplate:
     assets = ModelAssets(model, revision)

@@ -16,3 +16,19 @@ ENGINE_ARG_MIGRATIONS: dict[str, str] = {
 
 def migration_hint(arg: str) -> str | None:
     return ENGINE_ARG_MIGRATIONS.get(arg)
+
+
+SERVE_FLAG_HINTS: dict[str, str] = {
+    "disable_mm_preprocessor_cache": "--mm-processor-cache-gb 0 (to disable the cache; its size in GiB otherwise)",
+    # vLLM 0.10 made the multimodal flags JSON; the old key=value form is rejected at parse time.
+    "limit_mm_per_prompt": "a JSON object: --limit-mm-per-prompt '{\"image\": 2}' (the image=2 form was removed in vLLM 0.10)",
+    "mm_processor_kwargs": "a JSON object: --mm-processor-kwargs '{\"max_pixels\": 1003520}'",
+    "task": "--runner (generate, pooling) and --convert (the --task flag was replaced)",
+}
+
+
+def serve_flag_hint(flag: str) -> str | None:
+    """What to write instead of a `vllm serve` flag (`--limit-mm-per-prompt`) the installed vLLM
+    rejects: the engine-arg migration of the same name, or how its value is written now."""
+    key = flag.lstrip("-").replace("-", "_")
+    return SERVE_FLAG_HINTS.get(key) or ENGINE_ARG_MIGRATIONS.get(key)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import shlex
 import string
 import tomllib
 import typing
@@ -34,8 +35,10 @@ from vlcheck.spec.schema import (
     Prompt,
     Recipe,
     Source,
+    USER_PROMPT,
     Variant,
 )
+from vlcheck.spec.models import architecture_of, is_path, local_dir, model_config, resolve_model
 
 BUILTIN_SPEC_DIR = Path(__file__).parents[1] / "specs"
 SPEC_PATH_ENV = "VLCHECK_SPEC_PATH"
@@ -78,6 +81,7 @@ class _Reader:
         self.used.add(key)
         if key not in self.table:
             if required:
+                self.misspelt(key)
                 raise SpecError(self.path, self.field(key), "missing (required)")
             return default
         value = self.table[key]
@@ -88,6 +92,13 @@ class _Reader:
     def sub(self, key: str, required=False) -> "_Reader | None":
         value = self.get(key, dict, required=required)
         return None if value is None else _Reader(self.path, self.field(key), value)
+
+    def misspelt(self, key: str) -> None:
+        """A required key is missing: a key of the table close to it is its misspelling, and the
+        error names that one (`single.modle: unknown key (did you mean 'model'?)`)."""
+        typo = difflib.get_close_matches(key, [k for k in self.table if k not in self.used], n=1)
+        if typo:
+            raise SpecError(self.path, self.field(typo[0]), "unknown key" + _did_you_mean(typo[0], [key]))
 
     def done(self) -> None:
         unknown = sorted(set(self.table) - self.used)
@@ -162,6 +173,11 @@ def _read_declaration(parent: _Reader, key: str) -> Declaration:
         except InvalidSpecifier as err:
             raise SpecError(r.path, r.field(dist), f"not a version range like \">=0.24.0,<=0.32.0\": {err}") from None
         ranges[dist] = text
+    modalities = r.get("modalities", list, [])
+    wrong = [m for m in modalities if m not in MODALITIES]
+    if wrong:
+        raise SpecError(r.path, r.field("modalities"), f"unknown modality {wrong[0]!r}; modalities are "
+                        + ", ".join(MODALITIES))
     builds = r.get("vllm_builds", list, default=[])
     from vlcheck.core.versions import VLLM_BUILDS
 
@@ -169,16 +185,18 @@ def _read_declaration(parent: _Reader, key: str) -> Declaration:
     if any(b not in known for b in builds) or ("vllm_builds" in r.table and not builds):
         raise SpecError(r.path, r.field("vllm_builds"), f"a list of the vLLM builds it was measured on, of {known}")
     r.done()
-    return Declaration(reason=reason, **ranges, vllm_builds=tuple(builds))
+    return Declaration(reason=reason, **ranges, modalities=tuple(modalities), vllm_builds=tuple(builds))
 
 
 def _read_prompt(r: _Reader) -> Prompt:
+    template = _text_or_file(r, "template")
+    explicit = _text_or_file(r, "explicit_chat_template", "chat_template_file")
     prompt = Prompt(
-        template=r.get("template", str),
-        chat_template=r.get("chat_template", str),
+        template=template,
+        chat_template=r.get("chat_template", str, "tokenizer" if explicit is not None and template is None else None),
         content=r.get("content", str, "parts"),
         system=r.get("system", str),
-        explicit_chat_template=r.get("explicit_chat_template", str),
+        explicit_chat_template=explicit,
     )
     r.done()
     if (prompt.template is None) == (prompt.chat_template is None):
@@ -192,6 +210,21 @@ def _read_prompt(r: _Reader) -> Prompt:
     return prompt
 
 
+def _text_or_file(r: _Reader, key: str, file_key: str | None = None) -> str | None:
+    """A text given inline (`key`) or as a file relative to the spec (`key_file`), not both."""
+    file_key = file_key or f"{key}_file"
+    text, name = r.get(key, str), r.get(file_key, str)
+    if name is None:
+        return text
+    if text is not None:
+        raise SpecError(r.path, r.field(file_key), f"set `{key}` or `{file_key}`, not both")
+    path = (r.path.parent / Path(name).expanduser()).resolve()
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise SpecError(r.path, r.field(file_key), f"cannot read {path}: {err.strerror or err}") from None
+
+
 def _read_modality(r: _Reader) -> MediaPlaceholder:
     part = r.get("content_part", dict)
     m = MediaPlaceholder(
@@ -201,6 +234,7 @@ def _read_modality(r: _Reader) -> MediaPlaceholder:
         engine_args=r.get("engine_args", dict, {}),
         implicit=r.get("implicit", bool, False),
         video_metadata=r.get("video_metadata", bool, False),
+        matched_as_text=r.get("matched_as_text", bool, False),
     )
     r.done()
     if part is not None and part.get("type") not in MODALITIES:
@@ -223,25 +257,35 @@ def _check_placeholder_use(prompt: Prompt, modalities: dict[str, MediaPlaceholde
             raise SpecError(r.path, where, f"missing placeholder: no {{placeholder}} slot for modality {name!r}")
 
 
-def _read_variant(r: _Reader, kind: str) -> Variant:
-    src = r.sub("source", required=True)
-    source = Source(seed=src.get("seed", str, required=True), function=src.get("function", str, required=True))
-    src.done()
-    prompt = _read_prompt(r.sub("prompt", required=True))
-    mods_r = r.sub("modalities", required=True)
-    modalities = {}
-    for name in mods_r.table:
-        if name not in MODALITIES:
-            raise SpecError(r.path, mods_r.field(name), f"unknown modality; known: {', '.join(MODALITIES)}")
-        modalities[name] = _read_modality(mods_r.sub(name))
-    mods_r.done()
-    if not modalities:
-        raise SpecError(r.path, mods_r.where, "declare at least one modality")
+def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant, FamilySpec | None]:
+    """One variant, and (a user's spec, without `source`) the built-in family it is based on."""
+    src = r.sub("source")
+    source = None
+    if src is not None:
+        source = Source(seed=src.get("seed", str, required=True), function=src.get("function", str, required=True))
+        src.done()
+    model = resolve_model(r.get("model", str, required=True), r.path)
+    revision = r.get("revision", str)
+    architecture = r.get("architecture", str, required=source is not None)
+    base = None
+    if source is None:  # a user's own model: what it leaves out comes from its config and a built-in family
+        config = model_config(model, revision)
+        if architecture is None:
+            architecture = architecture_of(config)
+        if architecture is None:
+            where = ("its folder has no readable config.json" if local_dir(model) else "no such folder" if is_path(model)
+                     else "its config.json is not in the HF cache")
+            raise SpecError(r.path, r.field("architecture"), f"missing, and {model}: {where}; set `architecture`")
+        base = _builtin_base(r.path, base_name, architecture, (config or {}).get("model_type"))
+    inherited = _base_variant(base, kind)
+    prompt_r = r.sub("prompt", required=source is not None)
+    prompt = _read_prompt(prompt_r) if prompt_r is not None else USER_PROMPT
+    modalities = _read_modalities(r, inherited)
     if kind == "multi_image" and set(modalities) != {"image"}:
-        raise SpecError(r.path, mods_r.where, "a multi_image variant has exactly the `image` modality")
+        raise SpecError(r.path, r.field("modalities"), "a multi_image variant has exactly the `image` modality")
     _check_placeholder_use(prompt, modalities, r)
 
-    limit = r.get("limit_mm_per_prompt", (str, dict))
+    limit = r.get("limit_mm_per_prompt", (str, dict), inherited.limit_mm_per_prompt if inherited else None)
     if isinstance(limit, str) and limit not in (LIMIT_ONE_PER_MODALITY, LIMIT_IMAGE_COUNT):
         raise SpecError(r.path, r.field("limit_mm_per_prompt"),
                         f"expected {LIMIT_ONE_PER_MODALITY!r}, {LIMIT_IMAGE_COUNT!r} or a table")
@@ -271,6 +315,11 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
 
     deviations = _read_declarations(r, "deviations", list(CHECKS),
                                     lambda name: f"unknown check; checks are {', '.join(CHECKS)}")
+    for name, declared in deviations.items():
+        absent = [m for m in declared.modalities if m not in modalities]
+        if absent:
+            raise SpecError(r.path, r.field(f"deviations.{name}.modalities"),
+                            f"{absent[0]!r} is not a modality of this example ({', '.join(modalities)})")
     cases = [c.name for c in CASES]
     known_broken = _read_declarations(r, "known_broken", cases,
                                       lambda name: f"unknown hostile-input case{_did_you_mean(name, cases)}")
@@ -280,7 +329,7 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
     for key, values, typ in (("stop_token_ids", stop_ids, int), ("stop_tokens", stop_tokens, str)):
         if values is not None and not all(_is_a(v, typ) for v in values):
             raise SpecError(r.path, r.field(key), f"expected an array of {_names(typ)}s")
-    max_images = r.get("max_images", int)
+    max_images = r.get("max_images", int, inherited.max_images if inherited and kind == "multi_image" else None)
     if kind == "multi_image" and (max_images is None or max_images < 1):
         raise SpecError(r.path, r.field("max_images"), "a multi_image variant needs max_images >= 1")
     if kind == "single" and max_images is not None:
@@ -289,8 +338,8 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
     variant = Variant(
         kind=kind,  # type: ignore[arg-type]
         source=source,
-        model=r.get("model", str, required=True),
-        architecture=r.get("architecture", str, required=True),
+        model=model,
+        architecture=architecture,
         prompt=prompt,
         modalities=modalities,
         engine_args=engine_args,
@@ -302,19 +351,82 @@ def _read_variant(r: _Reader, kind: str) -> Variant:
         sampling=r.get("sampling", dict),
         lora=lora,
         model_from_snapshot=r.get("model_from_snapshot", bool, False),
-        revision=r.get("revision", str),
+        revision=revision,
         max_images=max_images,
         notes=tuple(r.get("notes", list, [])),
         drifts=tuple(drifts),
         deviations=deviations,
         known_broken=known_broken,
+        serve=_read_serve(r),
     )
     r.done()
     overridden = (engine_args.get("hf_overrides") or {}).get("architectures")
     if overridden and overridden[0] != variant.architecture:
         raise SpecError(r.path, r.field("architecture"),
                         f"{variant.architecture!r} disagrees with engine_args.hf_overrides.architectures {overridden!r}")
-    return variant
+    return variant, base
+
+
+def _read_modalities(r: _Reader, inherited: Variant | None) -> dict[str, MediaPlaceholder]:
+    """The `modalities` table; absent, the base family's (a user's spec)."""
+    mods_r = r.sub("modalities", required=inherited is None)
+    if mods_r is None:
+        return dict(inherited.modalities)
+    modalities = {}
+    for name in mods_r.table:
+        if name not in MODALITIES:
+            raise SpecError(r.path, mods_r.field(name), f"unknown modality; known: {', '.join(MODALITIES)}")
+        modalities[name] = _read_modality(mods_r.sub(name))
+    mods_r.done()
+    if not modalities:
+        raise SpecError(r.path, mods_r.where, "declare at least one modality")
+    return modalities
+
+
+def _read_serve(r: _Reader) -> tuple[str, ...] | None:
+    """`serve`: a `vllm serve ...` command line, as one string or an array of its arguments."""
+    line = r.get("serve", (str, list))
+    if line is None:
+        return None
+    if isinstance(line, str):
+        try:
+            line = shlex.split(line)
+        except ValueError as err:
+            raise SpecError(r.path, r.field("serve"), f"not a command line: {err}") from None
+    elif not all(_is_a(arg, str) for arg in line):
+        raise SpecError(r.path, r.field("serve"), "expected a command line: a string, or an array of strings")
+    if not line:
+        raise SpecError(r.path, r.field("serve"), 'empty; write the command as you run it: "vllm serve MODEL --flag ..."')
+    return tuple(line)
+
+
+def _builtin_base(path: Path, name: str | None, architecture: str, model_type: str | None) -> FamilySpec | None:
+    """The built-in family a user's spec reuses: the one it names (`base`), else `builtin_base`."""
+    if name is None:
+        return builtin_base(architecture, model_type)
+    builtins = all_families((BUILTIN_SPEC_DIR,))
+    if name not in builtins:
+        raise SpecError(path, "base", str(UnknownFamily(name, builtins)))
+    return builtins[name]
+
+
+def builtin_base(architecture: str, model_type: str | None) -> FamilySpec | None:
+    """The built-in family serving `architecture`, preferring a buildable synthetic recipe of the
+    same model_type (None when no built-in family serves it)."""
+    builtins = all_families((BUILTIN_SPEC_DIR,))
+
+    def rank(spec: FamilySpec):
+        recipe = spec.synthetic
+        return (recipe is None or recipe.unsupported is not None, recipe is None or recipe.model_type != model_type, spec.name)
+
+    serving = [s for s in builtins.values() if any(v.architecture == architecture for v in s.variants)]
+    return min(serving, key=rank, default=None)
+
+
+def _base_variant(base: FamilySpec | None, kind: str) -> Variant | None:
+    if base is None:
+        return None
+    return (base.multi_image if kind == "multi_image" else None) or base.single or base.multi_image
 
 
 _DRIFT_KINDS = typing.get_args(typing.get_type_hints(Drift)["kind"])
@@ -334,15 +446,21 @@ def load_spec(path: str | Path) -> FamilySpec:
         raise SpecError(path, "name", f"{name!r} must equal the file name {path.stem!r}")
     title = r.get("title", str, name)
     synthetic = _read_recipe(r.sub("synthetic"))
-    variants = {}
+    base_name = r.get("base", str)
+    variants, bases = {}, []
     for kind in ("single", "multi_image"):
         sub = r.sub(kind)
         if sub is not None:
-            variants[kind] = _read_variant(sub, kind)
+            variants[kind], base = _read_variant(sub, kind, base_name)
+            bases += [base] if base is not None else []
     r.done()
     if not variants:
         raise SpecError(path, "single", "a family needs a `single` or a `multi_image` variant")
-    return FamilySpec(name=name, title=title, path=str(path), synthetic=synthetic, **variants)
+    base = bases[0] if bases else None
+    if synthetic is None and base is not None:
+        synthetic = base.synthetic
+    return FamilySpec(name=name, title=title, path=str(path), synthetic=synthetic, base=base.name if base else None,
+                      **variants)
 
 
 def _read_recipe(r: _Reader | None) -> Recipe | None:
@@ -361,6 +479,7 @@ def _read_recipe(r: _Reader | None) -> Recipe | None:
         video_processor=r.get("video_processor", dict, {}),
         token_positions=r.get("token_positions", dict, {}),
         config_class=r.get("config_class", str),
+        hub_remote_code=r.get("hub_remote_code", bool, False),
         remote_code=r.get("remote_code", dict, {}),
         saved_config_keys=r.get("saved_config_keys", dict, {}),
         tokenizer=r.get("tokenizer", dict, {}),
@@ -368,14 +487,32 @@ def _read_recipe(r: _Reader | None) -> Recipe | None:
         unsupported=r.get("unsupported", str),
     )
     r.done()
-    if recipe.model_type is None and recipe.unsupported is None:
-        raise SpecError(r.path, r.field("model_type"), "set the transformers model_type, or `unsupported` with the reason")
+    if recipe.model_type is None and recipe.unsupported is None and not recipe.hub_remote_code:
+        raise SpecError(r.path, r.field("model_type"),
+                        "set the transformers model_type, `hub_remote_code = true`, or `unsupported` with the reason")
     return recipe
 
 
+def user_spec_dirs() -> list[Path]:
+    """The user's spec folders (`--specs DIR`, or VLCHECK_SPEC_PATH), in order."""
+    return [Path(p).expanduser().resolve() for p in os.environ.get(SPEC_PATH_ENV, "").split(os.pathsep) if p]
+
+
+def add_spec_dirs(dirs: Iterable[str | Path]) -> None:
+    """Add folders to VLCHECK_SPEC_PATH (what `--specs DIR` does), so that child processes (pytest
+    workers, guarded children) see the same specs. Raises ValueError naming a folder that is not one."""
+    dirs = [Path(d).expanduser().resolve() for d in dirs]
+    if not dirs:
+        return
+    for d in dirs:
+        if not d.is_dir():
+            raise ValueError(f"--specs {d}: no such folder")
+    known = [str(d) for d in user_spec_dirs()]
+    os.environ[SPEC_PATH_ENV] = os.pathsep.join(dict.fromkeys([*known, *map(str, dirs)]))
+
+
 def spec_dirs() -> list[Path]:
-    extra = [Path(p) for p in os.environ.get(SPEC_PATH_ENV, "").split(os.pathsep) if p]
-    return [BUILTIN_SPEC_DIR, *extra]
+    return [BUILTIN_SPEC_DIR, *user_spec_dirs()]
 
 
 @lru_cache(maxsize=None)
@@ -406,6 +543,18 @@ def all_families(dirs: Iterable[Path] | None = None) -> dict[str, FamilySpec]:
 def spec_errors(dirs: Iterable[Path] | None = None) -> dict[str, SpecError]:
     """The spec files that do not load, by family (file) name, with the loader's error."""
     return _load_all(tuple(dirs) if dirs is not None else tuple(spec_dirs()))[1]
+
+
+def default_selection() -> list[str]:
+    """The families a run checks when none is named: with user spec folders, the families
+    defined there (built-in ones by name only: `--family NAME`); otherwise every built-in one.
+    Those whose spec does not load are included: their checks say why."""
+    names = [*all_families(), *spec_errors()]
+    users = user_spec_dirs()
+    if users:
+        where = {**{n: s.path for n, s in all_families().items()}, **{n: e.path for n, e in spec_errors().items()}}
+        names = [n for n in names if Path(where[n]).resolve().parent in users]
+    return sorted(names, key=str.lower)
 
 
 def get_family(name: str, dirs: Iterable[Path] | None = None) -> FamilySpec:

@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 MODALITIES: tuple[str, ...] = ("image", "video")
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
-                           "reference", "vllm_reference", "placement", "cpu_engine")
+                           "reference", "vllm_reference", "placement", "served", "cpu_engine")
 """The per-family checks a spec may declare a deviation for (`reference`: the transformers reference
-on CPU; `vllm_reference`: vLLM against it on the GPU tier)."""
+on CPU; `vllm_reference`: vLLM against it on the GPU tier; `served`: the example's chat request
+rendered by vLLM's server against the example's own prompt offline, that comparison only)."""
 
 # Slots a prompt template or message content may use. `{placeholder}` is replaced by the
 # modality's placeholder text repeated for each item (see `MediaPlaceholder`).
@@ -72,6 +73,12 @@ class MediaPlaceholder:
     (PaliGemma, Fuyu, BLIP-2, Florence-2). Without it, a prompt lacking `{placeholder}` is a
     spec error."""
 
+    matched_as_text: bool = False
+    """vLLM's processor finds this placeholder by its text, tokenized in context, rather than as one
+    special token, so its `<...>` pieces need not be tokens of the model's tokenizer (MiniCPM-V 2.6's
+    `(<video>./</video>)`: its tokenizer has no `<video>`). The stops check then leaves the pieces
+    alone, and the synthetic tokenizer does not make them special tokens, as the real one does not."""
+
     def render(self, count: int) -> str:
         """The placeholder text for `count` items: numbered from 1, joined by the separator."""
         return self.separator.join(self.text.replace("{i}", str(i)) for i in range(1, count + 1))
@@ -116,11 +123,17 @@ class Prompt:
 
     explicit_chat_template: str | None = None
     """A chat template the example passes itself (`apply_chat_template(chat_template=...)`),
-    used instead of the model's (Qwen-VL-Chat has none of its own)."""
+    used instead of the model's (Qwen-VL-Chat has none of its own). In a user's spec: the
+    template given to `vllm serve --chat-template`, inline or as `chat_template_file` (a Jinja
+    file, relative to the spec file)."""
 
     @property
     def kind(self) -> str:
         return "hand" if self.template is not None else "chat_template"
+
+
+USER_PROMPT = Prompt(chat_template="tokenizer")
+"""A user's spec without a `prompt` table: the model's own chat template, as `vllm serve` uses it."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +191,14 @@ class Declaration:
     transformers: str
     """The transformers versions it was measured on, as a PEP 440 specifier."""
 
+    modalities: tuple[str, ...] = ()
+    """The modalities it is about (`modalities = ["video"]`); empty: the whole check. A test
+    that checks several modalities still asserts the others (Qwen2-VL's video positions
+    deviate, its images are still compared)."""
+
+    def covers(self, modality: str) -> bool:
+        return not self.modalities or modality in self.modalities
+
     vllm_builds: tuple[str, ...] = ()
     """The vLLM builds it was measured on (`cuda`: the `vllm` wheel; `cpu`: vLLM's CPU build) where its
     cause lies in one build's kernels (`vllm_builds = ["cuda"]`); empty: code every build runs."""
@@ -195,8 +216,9 @@ class Declaration:
 
     @property
     def scope(self) -> str:
+        where = f", {'/'.join(self.modalities)} only" if self.modalities else ""
         builds = f" ({'/'.join(self.vllm_builds)} build)" if self.vllm_builds else ""
-        return f"vllm {self.vllm}{builds}, transformers {self.transformers}"
+        return f"vllm {self.vllm}{builds}, transformers {self.transformers}{where}"
 
     def __str__(self) -> str:
         return self.reason
@@ -216,13 +238,18 @@ class Variant:
     """One example function: everything it decides for a request."""
 
     kind: Literal["single", "multi_image"]
-    source: Source
+    source: Source | None
+    """The vLLM example this variant describes; None for a user's own model (no example to
+    compare with: the `spec` check then only loads it)."""
+
     model: str
-    """The Hugging Face model id the example loads."""
+    """The model as vLLM takes it: a Hugging Face model id, or (a user's spec) a local folder,
+    written as a path; a relative one is read relative to the spec file."""
 
     architecture: str
     """The vLLM architecture that serves the model: the model's `config.json` `architectures[0]`,
-    or the example's `hf_overrides` (which must then agree)."""
+    or the example's `hf_overrides` (which must then agree). A user's spec may leave it out: it
+    is read from the model's config.json (its folder, or the HF cache)."""
 
     prompt: Prompt
     modalities: dict[str, MediaPlaceholder]
@@ -270,6 +297,11 @@ class Variant:
     """Hardware and usage notes the example states ("Need L40 (or equivalent) to avoid OOM")."""
 
     drifts: tuple[Drift, ...] = ()
+
+    serve: tuple[str, ...] | None = None
+    """A user's `vllm serve` command line for this model (`serve = "vllm serve /models/x
+    --max-model-len 8192"`, or the same as an array of arguments), kept as its arguments: how the
+    model runs in production, for the served-path checks."""
 
     deviations: dict[str, Declaration] = field(default_factory=dict)
     """Known, accepted failures of a check, by check name (`template`, `stops`, ...), each a
@@ -340,7 +372,7 @@ class Recipe:
     `[synthetic]` table. Sizes are shrunk generically; this holds what cannot be guessed."""
 
     model_type: str | None = None
-    """The transformers config class key (`qwen2_vl`, `llava`, ...)."""
+    """The transformers config class key (`qwen2_vl`, `llava`, ...); not needed with `hub_remote_code`."""
 
     config: dict[str, Any] = field(default_factory=dict)
     """Config overrides applied after shrinking, by dotted path (`"text_config.rope_scaling"`)."""
@@ -378,6 +410,15 @@ class Recipe:
     config_class: str | None = None
     """The config class by import path, for a model type neither registry knows."""
 
+    hub_remote_code: bool = False
+    """The config, processor and image processor are the model's own remote code (its `auto_map`
+    in config.json / processor_config.json / preprocessor_config.json), read from the HF cache for
+    the variant's `model` (`vlcheck.checkpoints.remote_code`): the real config is loaded with
+    trust_remote_code and shrunk, the real image processor settings kept (`image_processor`
+    overrides them), and the remote files are shipped in the checkpoint and hashed into its name.
+    Where a file is not in the cache, the checks that need the checkpoint skip naming it. With
+    `unsupported` too, the skip reason adds which remote files are missing (computed at run time)."""
+
     remote_code: dict[str, str] = field(default_factory=dict)
     """Auto classes shipped as the checkpoint's own code (loaded with trust_remote_code): auto class
     -> import path of a class whose module imports only transformers."""
@@ -413,6 +454,11 @@ class FamilySpec:
     single: Variant | None = None
     multi_image: Variant | None = None
     synthetic: Recipe | None = None
+    """The `[synthetic]` recipe; a user's spec without one takes its base family's."""
+
+    base: str | None = None
+    """A user's spec: the built-in family whose synthetic recipe and placeholders it reuses where
+    it does not set its own (the spec's `base`, or the built-in family serving the architecture)."""
 
     @property
     def variants(self) -> tuple[Variant, ...]:

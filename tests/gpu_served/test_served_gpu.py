@@ -1,0 +1,198 @@
+"""The served path on a GPU: a real `vllm serve` per family-config (the GPU tier's checkpoint and
+the example's flags), driven with the official `openai` client.
+
+- a chat completion and its streamed twin give the same text;
+- `usage.prompt_tokens` equals the CPU render server's token count for the same request;
+- a stop token ends the answer (`finish_reason` "stop");
+- uuid resends hit the processor cache, as the server's Prometheus `/metrics` counts them;
+- isolation under concurrency: N concurrent requests with the same text and different images
+  (prefix caching on) each answer what the same request answers alone (vLLM's
+  check_logprobs_close rule), and so do requests interleaved under a processor cache small
+  enough to evict;
+- bad requests get a 4xx and the server keeps serving.
+
+`VLCHECK_SERVE_COMMAND=api_server` starts vLLM's module entry point instead of `vllm serve`
+(vLLM's CPU build, for the CPU engine tier).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from vlcheck.gpu.goldens import logprobs_close as compare  # goldens.compare became logprobs_close (gpu merge)
+from vlcheck.gpu.served import EngineServer, as_golden, metric, start_engine_server
+from vlcheck.prompt.render import default_questions
+from vlcheck.served.requests import chat_messages, data_url, items
+from vlcheck.served.server import ServerFailed
+
+pytestmark = pytest.mark.gpu
+
+COMMAND = os.environ.get("VLCHECK_SERVE_COMMAND", "vllm serve")
+CONCURRENT = 4
+GREEDY = {"temperature": 0.0, "max_tokens": 8, "logprobs": True, "top_logprobs": 5,
+          "extra_body": {"return_tokens_as_token_ids": True}}
+
+
+class _Servers:
+    """One live server at a time (a GPU holds one family-config's engine; asking for another stops it)."""
+
+    def __init__(self):
+        self.key, self.current = None, None
+
+    def get(self, family, variant, weights: str, **extra) -> EngineServer:
+        key = (family.name, variant.kind, weights, tuple(sorted(extra.items())))
+        if key != self.key:
+            self.close()
+            try:
+                self.current = start_engine_server(family, variant, weights, COMMAND, extra or None)
+            except ServerFailed as err:
+                self.key = None
+                pytest.fail(f"{family.name} [{variant.kind}] served: the server did not start: {err}", pytrace=False)
+            self.key = key
+        return self.current
+
+    def close(self):
+        if self.current is not None:
+            self.current.server.stop()
+        self.key, self.current = None, None
+
+
+_servers = _Servers()
+
+
+@pytest.fixture
+def served(family, variant, request):
+    if family.synthetic is None or family.synthetic.unsupported:
+        pytest.skip(f"{family.name}: no synthetic checkpoint")
+    yield _servers.get(family, variant, request.config.getoption("--vlcheck-weights"), enable_prefix_caching=True)
+
+
+def teardown_module():
+    _servers.close()
+
+
+def _client(served: EngineServer):
+    from openai import OpenAI
+
+    return OpenAI(base_url=served.server.url + "/v1", api_key="EMPTY", max_retries=0, timeout=120)
+
+
+def _messages(variant, image_index: int = 0, uuid: str | None = None, empty: bool = False):
+    modality = variant.primary_modality
+    question = default_questions(variant, modality)[0]
+    item = items(variant, modality, image_index + 1)[image_index]
+    url = None if empty else data_url(modality, item)
+    return chat_messages(variant, modality, question, 1, [uuid] if uuid else None, [url])
+
+
+def _greedy(client, variant, messages):
+    reply = client.chat.completions.create(model=variant.model, messages=messages, **GREEDY)
+    return as_golden(reply.choices[0], reply.usage.prompt_tokens), reply
+
+
+def test_chat_and_stream_agree(family, variant, served):
+    client = _client(served)
+    messages = _messages(variant)
+    whole = client.chat.completions.create(model=variant.model, messages=messages, temperature=0.0, max_tokens=16)
+    streamed = "".join((chunk.choices[0].delta.content or "") for chunk in client.chat.completions.create(
+        model=variant.model, messages=messages, temperature=0.0, max_tokens=16, stream=True) if chunk.choices)
+    assert whole.choices[0].message.content == streamed, (
+        f"{family.name} [{variant.kind}] served: the streamed answer differs from the whole one")
+
+
+def test_prompt_tokens_match_cpu_render(family, variant, served):
+    from vlcheck.served.render import served_record
+
+    record = served_record(family, variant)
+    if isinstance(record, Exception):
+        pytest.skip(f"{family.name} [{variant.kind}]: no CPU render to compare with: {str(record).splitlines()[0]}")
+    shape = next(iter(record.renders))
+    if not record.renders[shape].ok:
+        pytest.skip(f"{family.name} [{variant.kind}]: the CPU render server rejected the request")
+    reply = _client(served).chat.completions.create(model=variant.model, messages=_messages(variant), max_tokens=1)
+    assert reply.usage.prompt_tokens == len(record.renders[shape].token_ids), (
+        f"{family.name} [{variant.kind}] served: usage.prompt_tokens {reply.usage.prompt_tokens}, the CPU render "
+        f"server counts {len(record.renders[shape].token_ids)} for the same request")
+
+
+def test_stop_token_ends_answer(family, variant, served):
+    client = _client(served)
+    first, _ = _greedy(client, variant, _messages(variant))
+    if len(first["token_ids"]) < 3:
+        pytest.skip(f"{family.name} [{variant.kind}]: fewer than 3 tokens generated")
+    stop_id = first["token_ids"][2]
+    reply = client.chat.completions.create(model=variant.model, messages=_messages(variant), temperature=0.0,
+                                           max_tokens=8, extra_body={"stop_token_ids": [stop_id], "ignore_eos": True})
+    assert reply.choices[0].finish_reason == "stop", (
+        f"{family.name} [{variant.kind}] served: stop token {stop_id} did not end the answer "
+        f"(finish_reason {reply.choices[0].finish_reason!r})")
+
+
+def test_uuid_hits_in_metrics(family, variant, served):
+    client = _client(served)
+    from vlcheck.served.client import Client
+
+    http = Client(served.server.url, variant.model)
+    uuid = f"vlcheck-metrics-{family.name}-{variant.kind}"
+    first, _ = _greedy(client, variant, _messages(variant, 3, uuid))
+    hits_before = metric(http.metrics(), "vllm:mm_cache_hits")
+    again, _ = _greedy(client, variant, _messages(variant, 3, uuid, empty=True))
+    hits_after = metric(http.metrics(), "vllm:mm_cache_hits")
+    assert hits_after > hits_before, (f"{family.name} [{variant.kind}] served: an empty part with a known uuid "
+                                      f"added no vllm:mm_cache_hits ({hits_before} -> {hits_after})")
+    assert again["prompt_tokens"] == first["prompt_tokens"], (
+        f"{family.name} [{variant.kind}] served: uuid resend {again['prompt_tokens']} prompt tokens, first {first['prompt_tokens']}")
+    problems = compare([first], [again])
+    assert not problems, f"{family.name} [{variant.kind}] served: uuid resend answers differently: {problems}"
+
+
+def test_isolation_under_concurrency(family, variant, served):
+    """Same text, different images, sent together (prefix caching on: the text prefix is shared):
+    each answer is the one the request gets alone."""
+    client = _client(served)
+    alone = [_greedy(client, variant, _messages(variant, i))[0] for i in range(CONCURRENT)]
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        together = list(pool.map(lambda i: _greedy(client, variant, _messages(variant, i))[0], range(CONCURRENT)))
+    problems = compare(alone, together)
+    assert not problems, f"{family.name} [{variant.kind}] served: concurrent requests answer differently: {problems}"
+
+
+def test_bad_requests_get_4xx(family, variant, served):
+    from vlcheck.served.bad_requests import run_cases
+    from vlcheck.served.client import Client
+    from vlcheck.served.render import Rendered
+
+    http = Client(served.server.url, variant.model)
+
+    def send(messages, timeout_s):
+        return http.chat(messages, timeout_s=timeout_s, temperature=0.0, max_tokens=4)
+
+    def fingerprint(reply):
+        body = reply.body if isinstance(reply.body, dict) else {}
+        return body.get("usage", {}).get("prompt_tokens"), [c["message"]["content"] for c in body.get("choices", [])]
+
+    from vlcheck.served.launch import serve_limit
+
+    outcomes = run_cases(http, family, variant, Rendered(f"{variant.primary_modality} x1", 200), serve_limit(variant),
+                         send, fingerprint)
+    failures = [f"{o.case}: {o.failure} ({o.summary})" for o in outcomes if o.failure]
+    assert not failures, f"{family.name} [{variant.kind}] served bad requests:\n" + "\n".join(failures)
+    assert http.models(), f"{family.name} [{variant.kind}] served: the server stopped answering after the bad requests"
+
+
+def test_interleaved_under_small_processor_cache(family, variant, request):
+    """A processor cache of 1 MB evicts between requests: A, B, A, C, B, A each answer as alone.
+    Last in the module: it needs its own server (the others share the default one)."""
+    if family.synthetic is None or family.synthetic.unsupported:
+        pytest.skip(f"{family.name}: no synthetic checkpoint")
+    served = _servers.get(family, variant, request.config.getoption("--vlcheck-weights"), mm_processor_cache_gb=0.001,
+                           enable_prefix_caching=True)
+    client = _client(served)
+    order = [0, 1, 0, 2, 1, 0]
+    alone = {i: _greedy(client, variant, _messages(variant, i))[0] for i in set(order)}
+    answers = [_greedy(client, variant, _messages(variant, i))[0] for i in order]
+    problems = compare([alone[i] for i in order], answers)
+    assert not problems, f"{family.name} [{variant.kind}] served: interleaved requests answer differently: {problems}"

@@ -1,0 +1,85 @@
+"""The engine watchdog on CPU, with stand-ins for vLLM's LLM: an engine process that dies by
+SIGFPE under a request that waits forever (vLLM 0.24.0's client does), a start that never ends,
+a call that hangs. Each must end in seconds with the cause and the engine's last words."""
+
+import multiprocessing
+import queue
+import signal
+import time
+
+import pytest
+
+from vlcheck.gpu.watchdog import EngineDied, Watchdog, Watched, exit_description
+
+DIES = ("import os, sys, signal, time; print('engine core: ready', flush=True); "
+        "sys.stderr.write('engine core: get_scheduler_metadata(headdim=0)\\n'); sys.stderr.flush(); "
+        "time.sleep({after}); os.kill(os.getpid(), signal.SIGFPE)")
+
+
+class StandInLLM:
+    """Starts an engine process (spawned, like vLLM's) and waits on a queue nobody fills."""
+
+    def __init__(self, code: str, start_s: float = 0.0):
+        self.process = multiprocessing.get_context("spawn").Process(target=exec, args=(code,), name="EngineCore_DP0")
+        self.process.start()
+        time.sleep(start_s)
+        self.outputs = queue.Queue()
+
+    def generate(self, prompts):
+        return self.outputs.get()  # what vLLM's get_output does: no timeout
+
+    def get_metrics(self):
+        return []
+
+
+@pytest.fixture
+def watchdog(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLCHECK_ENGINE_LOGS", str(tmp_path))
+    dog = Watchdog("standin-single")
+    yield dog
+    dog.stop(kill=True)
+
+
+def test_an_engine_dying_under_a_request_ends_it_with_the_signal_and_last_words(watchdog):
+    with watchdog.starting():
+        llm = Watched(StandInLLM(DIES.format(after=1.0)), watchdog)
+    start = time.monotonic()
+    with pytest.raises(EngineDied) as died:
+        llm.generate(["a prompt"])
+    assert time.monotonic() - start < 10
+    message = str(died.value)
+    assert "EngineCore_DP0" in message and "killed by SIGFPE (exit code -8)" in message and "LLM.generate" in message
+    assert "get_scheduler_metadata(headdim=0)" in message  # the engine's own stderr, from its log
+    with pytest.raises(EngineDied):  # the next call is told at once
+        llm.get_metrics()
+
+
+def test_a_start_that_never_ends_is_stopped_at_its_limit(watchdog):
+    start = time.monotonic()
+    with pytest.raises(EngineDied, match="no answer from the engine during start"):
+        with watchdog.starting(timeout=2):
+            StandInLLM(DIES.format(after=60), start_s=30)
+    assert time.monotonic() - start < 15
+
+
+def test_a_hung_call_is_stopped_at_its_limit(watchdog):
+    with watchdog.starting():
+        llm = StandInLLM(DIES.format(after=60))
+    start = time.monotonic()
+    with pytest.raises(EngineDied, match="no answer from the engine during a slow call: it hangs"):
+        with watchdog.call("a slow call", timeout=1):
+            llm.generate(["a prompt"])
+    assert time.monotonic() - start < 10
+
+
+def test_a_healthy_engine_answers_through_the_watch(watchdog):
+    with watchdog.starting():
+        stand_in = StandInLLM(DIES.format(after=60))
+    stand_in.outputs.put("an answer")
+    assert Watched(stand_in, watchdog).generate(["a prompt"]) == "an answer"
+    assert watchdog.dead is None
+
+
+def test_exit_codes_are_named():
+    assert exit_description(-signal.SIGFPE) == "killed by SIGFPE (exit code -8)"
+    assert exit_description(1) == "exited with code 1" and exit_description(None) == "still running"

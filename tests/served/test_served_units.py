@@ -1,0 +1,74 @@
+"""The served layer's pieces that need no server: launch flags, the bad-request classification,
+the `vllm serve` line parser's messages and hints, Prometheus counters."""
+
+import pytest
+
+from vlcheck.served.bad_requests import CASES, BadRequest, classify, normalized
+from vlcheck.served.client import Reply
+from vlcheck.served.launch import flag, serve_limit
+from vlcheck.spec.registry import get_family
+
+
+def test_engine_args_become_the_flags_a_user_types():
+    assert flag("max_model_len", 4096) == ["--max-model-len", "4096"]
+    assert flag("enforce_eager", True) == ["--enforce-eager"]
+    assert flag("trust_remote_code", False) == ["--no-trust-remote-code"]
+    assert flag("mm_processor_kwargs", {"min_pixels": 784}) == ["--mm-processor-kwargs", '{"min_pixels": 784}']
+    spec = get_family("qwen2_vl")
+    assert serve_limit(spec.single) == {"image": 1, "video": 1}  # one server takes both modalities
+    assert serve_limit(spec.multi_image) == {"image": 2}
+
+
+def test_a_5xx_a_hang_and_an_unexpected_200_are_failures():
+    case = BadRequest("x", lambda v, m, n: [])
+    assert classify(case, Reply(400, {"error": {"message": "Non-base64 digit found"}}, 0.1)).failure == ""
+    assert "4xx" in classify(case, Reply(500, {"error": {"message": "boom"}}, 0.1)).failure
+    assert "no answer" in classify(case, Reply(None, None, 30.0, "no answer within 30 s")).failure
+    assert "cannot be served" in classify(case, Reply(200, {"token_ids": [1, 2]}, 0.1)).failure
+    assert classify(BadRequest("y", lambda v, m, n: [], may_accept=True), Reply(200, {"token_ids": [1]}, 0.1)).failure == ""
+    assert "without a message" in classify(case, Reply(422, {}, 0.1)).failure
+
+
+def test_messages_lose_what_changes_run_to_run():
+    text = "Cannot connect to host 127.0.0.1:40123 [('127.0.0.1', 40123)] <_io.BytesIO object at 0x7f0011223344>"
+    assert normalized(text) == "Cannot connect to host 127.0.0.1:PORT [('127.0.0.1', PORT)] <_io.BytesIO object at 0x…>"
+
+
+def test_every_case_has_a_unique_name():
+    names = [c.name for c in CASES]
+    assert len(names) == len(set(names))
+
+
+def test_rejected_serve_flag_is_named_with_its_migration():
+    from vlcheck.served.launch_lines import check_line
+
+    launch, served = check_line("vllm serve Qwen/Qwen2-VL-7B-Instruct --disable-mm-preprocessor-cache")
+    assert launch.status.value == "fail" and served.status.value == "skip"
+    assert "rejects --disable-mm-preprocessor-cache" in launch.reason
+    assert "--mm-processor-cache-gb 0" in launch.reason
+    assert launch.data["launch.rejected"] == "--disable-mm-preprocessor-cache"
+
+
+def test_old_limit_syntax_is_explained():
+    from vlcheck.served.launch_lines import check_line
+
+    launch, _ = check_line("vllm serve Qwen/Qwen2-VL-7B-Instruct --limit-mm-per-prompt image=2")
+    assert "rejects --limit-mm-per-prompt" in launch.reason
+    assert """'{"image": 2}'""" in launch.reason, launch.reason
+
+
+def test_prometheus_counters_are_summed_over_labels():
+    from vlcheck.gpu.served import metric
+
+    text = ('# HELP vllm:mm_cache_hits_total x\nvllm:mm_cache_hits_total{engine="0",model_name="m"} 3.0\n'
+            'vllm:mm_cache_hits_total{engine="1",model_name="m"} 2.0\nvllm:mm_cache_queries_total 9.0\n')
+    assert metric(text, "vllm:mm_cache_hits") == 5.0
+    assert metric(text, "vllm:mm_cache_queries") == 9.0
+
+
+@pytest.mark.parametrize("line", ["--max-model-len 4096", "vllm serve"])
+def test_a_line_without_a_model_is_rejected(line):
+    from vlcheck.adapter.serve_args import ServeLineRejected, split
+
+    with pytest.raises(ServeLineRejected, match="no model"):
+        split(line)

@@ -1,0 +1,140 @@
+"""vLLM's GPU-less render server (`vllm launch render`) started on a machine without an accelerator.
+
+vLLM's CUDA wheel cannot infer a device type on a CPU-only machine ("Failed to infer device
+type" in `VllmConfig`); its own CLI switches to the CPU platform for `vllm bench` in that case
+(`vllm/entrypoints/cli/main.py`). The launcher does the same, then hands the command line to
+vLLM's CLI `main()` unchanged, so the server parses the user's flags and serves exactly as
+`vllm launch render ...` would (vllm 0.24 and 0.32; the module behind the subcommand moved from
+`vllm.entrypoints.cli.launch` to `vllm.entrypoints.launchers.render`, the CLI did not).
+
+Two ways to run it:
+
+- `python -m vlcheck.adapter.render_server MODEL [flags of vllm serve]`: one server;
+- `python -m vlcheck.adapter.render_server --fork-server`: imports vLLM once (7 s idle, 20-30 s
+  on a loaded 2-core machine), then forks one server per request read from stdin, each a fresh
+  process running vLLM's CLI on its own command line (about 1 s each). A test session needs one
+  server per family-config; importing vLLM forty times would cost minutes. Protocol, one JSON
+  object per line: in `{"argv": [...], "log": PATH}`, out `{"pid": N}`. On end of input it
+  stops its servers and exits; a server dies with it (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+SUBCOMMAND = ("launch", "render")
+MEMORY_ENV = "VLCHECK_SERVER_MEMORY_GB"
+"""Address space a forked server may add to what it inherits (default 2 GiB): a request whose
+processing would take more (a 1 x 4000 image upscaled by the model's processor took 8 GiB) fails
+with MemoryError inside the server, instead of exhausting a shared machine."""
+
+
+def use_cpu_platform() -> str:
+    """Select vLLM's CPU platform where no accelerator was detected (what `vllm bench` does);
+    returns the platform's name."""
+    from vllm import platforms
+
+    if platforms.current_platform.is_unspecified():
+        from vllm.platforms.cpu import CpuPlatform
+
+        platforms.current_platform = CpuPlatform()
+    return type(platforms.current_platform).__name__
+
+
+def preload() -> None:
+    """Import what vLLM's CLI imports before it parses a command line (the slow part)."""
+    import vllm.entrypoints.cli.launch  # noqa: F401  (vllm 0.24, 0.32)
+    import vllm.entrypoints.cli.serve  # noqa: F401
+
+
+def run(argv: list[str]) -> None:
+    """`vllm launch render ARGV`, through vLLM's own CLI entry point."""
+    use_cpu_platform()
+    from vllm.entrypoints.cli.main import main
+
+    sys.argv = ["vllm", *SUBCOMMAND, *argv]
+    main()
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:  # not Linux: the fork server still stops its servers on end of input
+        pass
+
+
+def _limit_memory() -> None:
+    import resource
+
+    extra = float(os.environ.get(MEMORY_ENV, "2")) * (1 << 30)
+    try:
+        status = open("/proc/self/status").read()
+        vm_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmSize:")))
+    except (OSError, StopIteration, ValueError):
+        return  # not Linux: no limit
+    limit = int(vm_kib * 1024 + extra)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _child(argv: list[str], log: str) -> None:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.setpgid(0, 0)
+    _die_with_parent()
+    _limit_memory()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    code = 0
+    try:
+        run(argv)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # noqa: BLE001  (the traceback goes to the server's log)
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+def fork_server() -> None:
+    # the protocol keeps the real stdout; whatever vLLM prints goes to stderr
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    use_cpu_platform()
+    preload()
+    _die_with_parent()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # servers are reaped as they exit
+    children: list[int] = []
+    replies.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            replies.close()
+            _child(request["argv"], request["log"])
+        children.append(pid)
+        replies.write(json.dumps({"pid": pid}) + "\n")
+    for pid in children:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--fork-server"]:
+        fork_server()
+    else:
+        run(sys.argv[1:])

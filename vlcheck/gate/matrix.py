@@ -1,0 +1,340 @@
+"""`vlcheck matrix`: which vLLM releases work with which transformers releases, per family.
+
+The grid is vLLM releases (rows) x transformers releases (columns), every cell compared with the
+reference point (the lowest of both: the pinned reference) by behaviour (`measured.classify`).
+It is measured by bisection, not cell by cell:
+
+1. the priority points (`--priority-vllm` x `--priority-transformers`, the ends first), every
+   family and check;
+2. then, along each measured line (a row or a column), between two measured neighbours where a
+   family's behaviour differs, the release in the middle, for those families only, until the
+   neighbours are adjacent releases or the time budget is spent.
+
+A cell not measured is inferred where its nearest measured neighbours on its row (else its
+column) agree for that family, and marked so; otherwise it is unknown. The measurements
+(`points/*.json`, one digest per family and check) are the data the README table and the HTML
+page are generated from (`vlcheck matrix report`), and the evidence each cell links to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from vlcheck.gate.measured import NOT_MEASURED, REGRESSED, SAME, classify, worst
+from vlcheck.gate.points import Point, Store, Unmeasurable, version_key
+from vlcheck.spec.registry import all_families
+
+AXES_FILE = "axes.json"
+
+
+@dataclass
+class Axes:
+    vllm: list[str]
+    transformers: list[str]
+    priority_vllm: list[str]
+    priority_transformers: list[str]
+
+    @property
+    def reference(self) -> Point:
+        return Point(self.vllm[0], self.transformers[0])
+
+    def save(self, root: Path) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / AXES_FILE).write_text(json.dumps(self.__dict__, indent=1) + "\n")
+
+    @classmethod
+    def load(cls, root: Path) -> "Axes":
+        return cls(**json.loads((root / AXES_FILE).read_text()))
+
+
+class Grid:
+    """The measured points of a store, read per family: measured, inferred or unknown cells."""
+
+    def __init__(self, store: Store, axes: Axes):
+        self.store, self.axes = store, axes
+        self.checks = sorted({c for p in store.points.values() for row in p.get("cells", {}).values() for c in row})
+        self.families = sorted({f for p in store.points.values() for f in p.get("cells", {})})
+
+    def state(self, point: Point, family: str) -> dict[str, dict] | None:
+        """The family's digests at the point when every check was measured there."""
+        row = self.store.measured(point).get(family)
+        if not row or any(c not in row for c in self.checks):
+            return None
+        return row
+
+    @staticmethod
+    def same(a: dict | None, b: dict | None) -> bool:
+        return a is not None and b is not None and all(a[c]["key"] == b[c]["key"] for c in a)
+
+    def _line(self, point: Point, along: str) -> list[Point]:
+        if along == "transformers":
+            return [Point(point.vllm, t) for t in self.axes.transformers]
+        return [Point(v, point.transformers) for v in self.axes.vllm]
+
+    def _known(self, point: Point, family: str, along: str | None) -> tuple[dict | None, list[Point]]:
+        """Measured, or (with `along`) inferred from the nearest measured neighbours on that line that agree."""
+        state = self.state(point, family)
+        if state is not None or along is None:
+            return state, [point]
+        line = self._line(point, along)
+        i = line.index(point)
+        below = next((p for p in reversed(line[:i]) if self.state(p, family) is not None), None)
+        above = next((p for p in line[i + 1:] if self.state(p, family) is not None), None)
+        if below and above and self.same(self.state(below, family), self.state(above, family)):
+            return self.state(below, family), [below, above]
+        return None, []
+
+    def cell(self, point: Point, family: str) -> tuple[dict | None, str, list[Point]]:
+        """(digests, how: measured/inferred/unknown, evidence points). Inferred: between the nearest
+        measured neighbours on the row, or the column, that agree; else between the nearest rows above
+        and below whose cells at this transformers are known that way and agree."""
+        state = self.state(point, family)
+        if state is not None:
+            return state, "measured", [point]
+        for along in ("transformers", "vllm"):
+            state, evidence = self._known(point, family, along)
+            if state is not None:
+                return state, "inferred", evidence
+        rows = [Point(v, point.transformers) for v in self.axes.vllm]
+        i = rows.index(point)
+        below = next(((p, k) for p in reversed(rows[:i]) if (k := self._known(p, family, "transformers"))[0]), None)
+        above = next(((p, k) for p in rows[i + 1:] if (k := self._known(p, family, "transformers"))[0]), None)
+        if below and above and self.same(below[1][0], above[1][0]):
+            return below[1][0], "inferred", below[1][1] + above[1][1]
+        return None, "unknown", []
+
+    def label(self, point: Point, family: str, against: Point | None = None) -> tuple[str, str, list[Point]]:
+        """(worst classification against the reference (or `against`), how, evidence)."""
+        state, how, evidence = self.cell(point, family)
+        base, _, _ = self.cell(against or self.axes.reference, family)
+        if state is None or base is None:
+            return NOT_MEASURED, how, evidence
+        return worst(classify(base[c], state[c]) for c in self.checks), how, evidence
+
+    def since_along(self, family: str, check: str, fixed: Point, along: str) -> tuple[str | None, str | None, bool]:
+        """On the line through `fixed`, the first release whose cell differs from `fixed`'s:
+        (last same, first different, exact: adjacent releases measured)."""
+        line = [p for p in self._line(fixed, along) if version_key(_coord(p, along)) >= version_key(_coord(fixed, along))]
+        base = self.state(fixed, family)
+        if base is None:
+            return None, None, False
+        last_same = fixed
+        for p in line[1:]:
+            state = self.state(p, family)
+            if state is None:
+                continue
+            if state[check]["key"] != base[check]["key"]:
+                values = [_coord(q, along) for q in line]
+                exact = values.index(_coord(p, along)) == values.index(_coord(last_same, along)) + 1
+                return _coord(last_same, along), _coord(p, along), exact
+            last_same = p
+        return _coord(last_same, along), None, True
+
+
+def _coord(point: Point, along: str) -> str:
+    return point.transformers if along == "transformers" else point.vllm
+
+
+def plan(grid: Grid, only: list[str] | None = None) -> Iterator[tuple[Point, list[str] | None]]:
+    """The measurements still wanted, best first: (point, families, or None for every family).
+
+    1. the anchors, every family: the four corners of the priority releases (their ends);
+    2. along each line through the priority releases (vLLM's at each priority transformers, and
+       transformers' at each priority vLLM), between two known cells of a family that differ, the
+       release in the middle (a priority release if one lies between), for that family;
+    3. the other priority points, for the families that differ anywhere measured (the others are
+       inferred from the anchors), then 2 again."""
+    axes = grid.axes
+    pv, pt = axes.priority_vllm, axes.priority_transformers
+    for t in dict.fromkeys((pt[0], pt[-1])):
+        for v in dict.fromkeys((pv[0], pv[-1])):
+            p = Point(v, t)
+            if not grid.store.unmeasurable(p) and _missing(grid, p, only):
+                yield p, only
+    yield from _bisections(grid, only)
+    moving = only or _differing_families(grid)
+    for t in pt:
+        for v in pv:
+            p = Point(v, t)
+            wanted = [f for f in moving if grid.state(p, f) is None]
+            if wanted and not grid.store.unmeasurable(p):
+                yield p, wanted
+    yield from _bisections(grid, only)
+
+
+def _missing(grid: Grid, point: Point, only: list[str] | None) -> bool:
+    if only is None:
+        return not any(run.get("whole") for run in grid.store.points.get(point, {}).get("runs", []))
+    return any(grid.state(point, f) is None for f in only)
+
+
+def _differing_families(grid: Grid) -> list[str]:
+    """Families whose cells differ between any two points measured for them."""
+    out = []
+    for family in grid.families:
+        keys = {json.dumps({c: s[c]["key"] for c in s}, sort_keys=True)
+                for p in grid.store.points if (s := grid.state(p, family)) is not None}
+        if len(keys) > 1:
+            out.append(family)
+    return out
+
+
+def _bisections(grid: Grid, only: list[str] | None) -> Iterator[tuple[Point, list[str]]]:
+    axes = grid.axes
+    lines = []
+    if len(axes.priority_vllm) > 1:
+        lines += [(Point(axes.vllm[0], t), "vllm") for t in axes.priority_transformers]
+    if len(axes.priority_transformers) > 1:
+        lines += [(Point(v, axes.transformers[0]), "transformers") for v in axes.priority_vllm]
+    for start, along in lines:
+        line = grid._line(start, along)
+        priority = set(axes.priority_vllm if along == "vllm" else axes.priority_transformers)
+        for family in (only or grid.families):
+            known = [(p, state) for p in line if not grid.store.unmeasurable(p)
+                     and (state := grid.cell(p, family)[0]) is not None]
+            for (a, sa), (b, sb) in zip(known, known[1:]):
+                i, j = line.index(a), line.index(b)
+                if j - i > 1 and not grid.same(sa, sb):
+                    between = [q for q in line[i + 1:j] if not grid.store.unmeasurable(q)]
+                    preferred = [q for q in between if _coord(q, along) in priority] or between
+                    if preferred:
+                        yield _middle_out(preferred)[0], [family]
+
+
+def next_step(grid: Grid, only: list[str] | None = None,
+              locked: frozenset[str] = frozenset()) -> tuple[Point, list[str] | None] | None:
+    """The plan's first point not locked by another runner, with every family the plan wants there."""
+    steps = [(p, fs) for p, fs in plan(grid, only) if p.name not in locked]
+    if not steps:
+        return None
+    point, families = steps[0]
+    if families is None or families == only:
+        return point, families
+    return point, sorted({f for p, fs in steps if p == point and fs for f in fs})
+
+
+def _middle_out(points: list[Point]) -> list[Point]:
+    mid = len(points) // 2
+    return sorted(points, key=lambda p: abs(points.index(p) - mid))
+
+
+def run(store: Store, axes: Axes, budget_s: float, log: Callable[[str], None] = print,
+        only: list[str] | None = None) -> None:
+    """Measure what the plan wants until the budget is spent. Several runners (and `vlcheck bisect`)
+    may share the data folder: a point being measured is locked, and the others plan around it."""
+    deadline = time.monotonic() + budget_s
+    while time.monotonic() < deadline:
+        store = Store(store.root, store.log)  # other runners may have added points
+        locked = _locked(store.root)
+        step = next_step(Grid(store, axes), only, locked)
+        if step is None:
+            log("matrix: nothing left to measure" + (" (other runners hold the rest)" if locked else ""))
+            return
+        point, families = step
+        try:
+            store.measure(point, families)
+        except Unmeasurable as err:
+            log(f"matrix: {point} cannot be measured: {str(err).splitlines()[0][:200]}")
+    log(f"matrix: time budget of {budget_s:.0f} s spent")
+
+
+def _locked(root: Path) -> frozenset[str]:
+    return frozenset(p.name[:-len(".lock")] for p in (root / "points").glob("*.lock"))
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    root = Path(args.data)
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    store = Store(root, log)
+    if args.action == "add":  # reports measured elsewhere (CI's reference and candidate) become points
+        for path in args.reports:
+            report = json.loads(Path(path).read_text())
+            env = report["environment"]
+            store.add_report(Point(env["vllm"], env["transformers"]), report,
+                             {"whole": set(report["families"]) >= set(all_families())}, source=Path(path).name)
+        return 0
+    if args.action == "redigest":
+        missing = store.redigest()
+        log(f"{len(store.points)} points digested again" + (f"; reports missing: {', '.join(missing)}" if missing else ""))
+        return 0
+    if args.action == "run":
+        axes = _axes(args, root)
+        _saved_axes(root, axes).save(root)
+        started = time.monotonic()
+        run(store, axes, args.budget, log, args.family or None)
+        log(f"matrix run: {time.monotonic() - started:.0f} s")
+    axes = Axes.load(root)
+    grid = Grid(store, axes)
+    from vlcheck.gate import compat_report, declarations
+
+    if args.action in ("run", "report"):
+        if args.html:
+            Path(args.html).write_text(compat_report.to_html(grid))
+        if args.readme:
+            compat_report.write_readme(grid, Path(args.readme), root)
+        print(compat_report.pin_advice_text(grid, args.family or None))
+    if args.action == "declarations":
+        changes = declarations.widen(grid, write=args.write)
+        print(declarations.to_text(changes))
+    return 0
+
+
+def _saved_axes(root: Path, axes: Axes) -> Axes:
+    """What axes.json keeps: the union of every run's axes and priorities (runners may split the lines)."""
+    if not (root / AXES_FILE).exists():
+        return axes
+    old = Axes.load(root)
+    union = lambda a, b: sorted(set(a) | set(b), key=version_key)  # noqa: E731
+    return Axes(union(old.vllm, axes.vllm), union(old.transformers, axes.transformers),
+                union(old.priority_vllm, axes.priority_vllm), union(old.priority_transformers, axes.priority_transformers))
+
+
+def _axes(args: argparse.Namespace, root: Path) -> Axes:
+    old = Axes.load(root) if (root / AXES_FILE).exists() else None
+    split = lambda s: [x for x in s.split(",") if x] if s else None  # noqa: E731
+    vllm = split(args.vllm_releases) or (old.vllm if old else None)
+    tf = split(args.transformers_releases) or (old.transformers if old else None)
+    if vllm is None or tf is None:
+        from vlcheck.gate.bisect import final_releases
+
+        vllm = vllm or final_releases("vllm", *args.vllm_range.split(","))
+        tf = tf or final_releases("transformers", *args.transformers_range.split(","))
+    pv = split(args.priority_vllm) or [vllm[0], vllm[-1]]
+    pt = split(args.priority_transformers) or [tf[0], tf[-1]]
+    return Axes(sorted(vllm, key=version_key), sorted(tf, key=version_key),
+                sorted(pv, key=version_key), sorted(pt, key=version_key))
+
+
+def register(sub) -> None:
+    p = sub.add_parser("matrix", help="measure (by bisection) and report the vLLM x transformers compatibility "
+                                      "matrix per family", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=("run", "add", "report", "declarations", "redigest"),
+                   help="run: measure within --budget; report: the tables (README, HTML, pin advice); "
+                        "declarations: widen the specs' declarations measured unchanged (--write), list those that changed; "
+                        "add: take `vlcheck check --json` reports as measured points; "
+                        "redigest: digest the points again from their reports in runs/ (after a rule change)")
+    p.add_argument("reports", nargs="*", metavar="REPORT", help="add: the reports")
+    p.add_argument("--data", default="compat", help="the matrix's data folder (default: compat)")
+    p.add_argument("--budget", type=float, default=3600, metavar="SECONDS", help="run: stop measuring after this long")
+    p.add_argument("--vllm-releases", metavar="A,B,...", help="run: the vLLM axis (default: the index's, --vllm-range)")
+    p.add_argument("--transformers-releases", metavar="A,B,...", help="run: the transformers axis")
+    p.add_argument("--vllm-range", default="0.24.0,0.32.0", metavar="LOW,HIGH",
+                   help="run: without --vllm-releases, every final vLLM release between these (default: %(default)s)")
+    p.add_argument("--transformers-range", default="5.16.1,5.23.0", metavar="LOW,HIGH",
+                   help="run: without --transformers-releases, every final transformers release between these "
+                        "(default: %(default)s)")
+    p.add_argument("--priority-vllm", metavar="A,B,...", help="run: vLLM releases measured whole first (default: the ends)")
+    p.add_argument("--priority-transformers", metavar="A,B,...", help="run: transformers releases measured whole first")
+    p.add_argument("--html", metavar="FILE", help="report: write the matrix as a self-contained HTML page")
+    p.add_argument("--readme", metavar="FILE", help="report: rewrite the generated compatibility section of this README")
+    p.add_argument("--family", action="append", metavar="NAME",
+                   help="run: measure only these families; report: pin advice for these families only")
+    p.add_argument("--write", action="store_true", help="declarations: rewrite the spec files")
+    p.set_defaults(func=cmd_matrix)

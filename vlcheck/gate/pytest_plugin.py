@@ -1,0 +1,408 @@
+"""vlcheck's pytest plugin, registered by `pip install vlcheck` (entry point `pytest11`: `vlcheck`):
+the tiers' options (group "vlcheck" of `pytest --help`), the `gpu` marker, the family/variant
+parametrization, the engine and snapshot fixtures, and the hooks that tell vlcheck's own crashes
+from vLLM's failures. This repository's tests use it as any user's do (its root conftest.py only
+loads it where the installed metadata predates it).
+
+The tiers are selected by marker: `pytest -m "not gpu"` (CPU, what CI runs) and `pytest -m gpu`.
+Spec folders (`--vlcheck-specs DIR`, or `vlcheck_specs` in the pytest configuration, relative to
+it) add the user's families, and, unless test paths are named, the shipped tier
+(`vlcheck/gate/tier/`): `pytest -m "not gpu"` and `pytest -m gpu` then check the user's models.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from vlcheck.gate.testing import expect_deviation, is_suite_crash
+from vlcheck.gpu.engines import WEIGHTS, WEIGHTS_HELP
+from vlcheck.spec.registry import SPEC_PATH_ENV, SpecError, add_spec_dirs, all_families, default_selection, spec_errors
+from vlcheck.spec.schema import config_id
+
+TIER = Path(__file__).resolve().parent / "tier"
+"""Collected as a folder: its tests then read `test_tier.py::...` (a file outside the rootdir reads `::...`)."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("vlcheck", "vlcheck: conformance of vision-language models served by vLLM")
+    group.addoption("--vlcheck-family", action="append", default=[], metavar="NAME",
+                    help="only check these families (repeatable); default: all specs")
+    group.addoption("--vlcheck-variant", choices=("single", "multi_image"), default=None,
+                    help="only this example of each family (the GPU runner uses one process per family-config)")
+    group.addoption("--vlcheck-weights", choices=WEIGHTS, default="auto", help="GPU tier: " + WEIGHTS_HELP)
+    group.addoption("--vlcheck-update-goldens", action="store_true",
+                    help="GPU tier: record greedy goldens instead of comparing with them")
+    group.addoption("--vlcheck-cache-off", action="store_true",
+                    help="GPU tier: also check each family with the processor cache disabled (a second engine each)")
+    group.addoption("--vlcheck-shard", type=_shard, default=None, metavar="I/N",
+                    help="run shard I of N: whole families, balanced by measured durations (vlcheck/gate/shard.py); "
+                         "tests that belong to no family run in shard 1")
+    group.addoption("--vlcheck-baseline", metavar="FILE", default=None,
+                    help="compare with this report (`vlcheck check --json` on the versions you run today) instead of "
+                         "the repo's snapshots, which are the pinned reference's: the catalogue's checks pass where "
+                         "they behave as in it, by vlcheck diff's rules")
+    group.addoption("--vlcheck-accepted", metavar="FILE", default=None,
+                    help="with --vlcheck-baseline: a TOML file of reviewed, accepted changes (see vlcheck diff --accepted)")
+    group.addoption("--vlcheck-serve", action="append", default=[], metavar="FAMILY",
+                    help="engine tiers: also start vLLM's API server for these families or family-configs "
+                         "(repeatable: qwen2_vl, qwen2_vl-single, all) and check it over HTTP against the offline "
+                         "engine (tests/served_engine/; a second engine each)")
+    group.addoption("--vlcheck-engine-report", metavar="FILE",
+                    help="CPU engine tier: write its cpu_engine report cells as a vlcheck report (the input of "
+                         "`vlcheck diff`; per --vlcheck-shard, joined by `vlcheck merge`)")
+    group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
+                    help="GPU tier: compare each family-config served at tensor_parallel_size N with TP=1 "
+                         "(tests/gpu_generation/test_tensor_parallel.py; N GPUs per family-config)")
+    group.addoption("--vlcheck-specs", action="append", default=[], metavar="DIR",
+                    help=f"a folder of your own spec files (repeatable; also the ini option vlcheck_specs, and "
+                         f"${SPEC_PATH_ENV}): their families are checked, and vlcheck's tier is collected unless "
+                         "test paths are named")
+    parser.addini("vlcheck_specs", type="paths", default=[],
+                  help="folders of your own spec files, relative to this configuration file (as --vlcheck-specs)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist workers (-n auto) already fill every core; torch's own thread pool in each of them only
+    # contends and spins (a third of the CPU tier's CPU time on 2 cores). Set before workers start.
+    if getattr(config.option, "numprocesses", None):
+        import os
+
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if config.getoption("--vlcheck-baseline"):  # a bad baseline stops the session before it starts
+        from vlcheck.gate.testing import baseline_of
+
+        baseline_of(config)
+    config.addinivalue_line("markers", "gpu: needs a GPU and runs real vLLM engines (select with -m gpu; "
+                                       "CI runs -m 'not gpu')")
+    dirs = [*config.getoption("--vlcheck-specs"), *config.getini("vlcheck_specs")]
+    if not dirs:
+        return
+    try:
+        add_spec_dirs(dirs)
+    except ValueError as err:
+        raise pytest.UsageError(str(err)) from None
+    if config.args_source is not pytest.Config.ArgsSource.ARGS and str(TIER) not in config.args:
+        config.args.append(str(TIER))
+
+
+def _shard(text: str):
+    from vlcheck.gate.shard import Shard
+
+    try:
+        return Shard.parse(text)
+    except ValueError as err:
+        raise pytest.UsageError(f"--vlcheck-shard: {err}") from None
+
+
+def selected_families(config: pytest.Config) -> list[str]:
+    """The selected family names, those whose spec does not load included."""
+    names = default_selection()
+    wanted = config.getoption("--vlcheck-family")
+    if wanted:
+        names = sorted([*all_families(), *spec_errors()], key=str.lower)
+        unknown = sorted(set(wanted) - set(names))
+        if unknown:
+            raise pytest.UsageError(f"--vlcheck-family: unknown family {', '.join(unknown)}")
+        names = [n for n in names if n in wanted]
+    shard = config.getoption("--vlcheck-shard")
+    if shard is not None:
+        from vlcheck.gate.shard import select
+
+        loaded = all_families()
+        mine = {s.name for s in select([loaded[n] for n in names if n in loaded], shard)}
+        # a spec that does not load has no measured duration: its (failing) tests run in shard 1
+        names = [n for n in names if n in mine or (n not in loaded and shard.index == 1)]
+    return names
+
+
+@dataclass(frozen=True)
+class UnloadableSpec:
+    """Stands in for a family whose spec file does not load: its tests fail with the loader's
+    message (see `_spec_must_load`), and every other family runs."""
+
+    name: str
+    error: SpecError
+
+
+ENGINE_PLATFORMS = [pytest.param("gpu", marks=pytest.mark.gpu, id="gpu"),
+                    pytest.param("cpu", marks=pytest.mark.cpu_engine, id="cpu")]
+"""A test marked `engine` runs on GPUs (marked `gpu`) and on vLLM's CPU build (marked `cpu_engine`:
+part of `-m "not gpu"`, where it skips saying why unless the CPU build is installed)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that takes `family` runs once per selected family spec (id: the name); one that
+    also takes `variant` runs once per example of it (id: `name-single`, `name-multi_image`).
+    A test marked `engine` runs once per engine platform (id prefix `gpu-`, `cpu-`)."""
+    if metafunc.definition.get_closest_marker("engine") is not None:
+        metafunc.parametrize("engine_platform", ENGINE_PLATFORMS)
+    if "family" not in metafunc.fixturenames:
+        return
+    loaded, broken = all_families(), spec_errors()
+    names = selected_families(metafunc.config)
+    if "variant" in metafunc.fixturenames:
+        only = metafunc.config.getoption("--vlcheck-variant")
+        params = []
+        for name in names:
+            if name in broken:
+                params.append(pytest.param(UnloadableSpec(name, broken[name]), None, id=f"{name}-spec"))
+                continue
+            params += [pytest.param(loaded[name], v, id=config_id(loaded[name], v))
+                       for v in loaded[name].variants if only in (None, v.kind)]
+        metafunc.parametrize(("family", "variant"), params)
+    else:
+        metafunc.parametrize("family", [pytest.param(loaded[n] if n in loaded else UnloadableSpec(n, broken[n]), id=n)
+                                        for n in names])
+
+
+@pytest.fixture(autouse=True)
+def _spec_must_load(request: pytest.FixtureRequest) -> None:
+    callspec = getattr(request.node, "callspec", None)
+    family = callspec.params.get("family") if callspec else None
+    if isinstance(family, UnloadableSpec):
+        pytest.fail(f"{family.name}: the spec does not load: {family.error}", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Mark a test that failed because vlcheck's own code crashed, so that it is counted as an
+    error of the suite, apart from the failures that describe vLLM's behaviour."""
+    report = yield
+    callspec = getattr(item, "callspec", None)
+    if report.failed and callspec and isinstance(callspec.params.get("family"), UnloadableSpec):
+        report.user_properties.append(("vlcheck_spec_error", True))
+    elif call.excinfo is not None and report.failed and is_suite_crash(call.excinfo):
+        report.user_properties.append(("vlcheck_error", True))
+    return report
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    if report.failed and ("vlcheck_error", True) in getattr(report, "user_properties", ()):
+        return "error", "E", ("VLCHECK ERROR", {"red": True})
+    if report.failed and ("vlcheck_spec_error", True) in getattr(report, "user_properties", ()):
+        return "failed", "F", ("FAILED", {"red": True})  # the user's spec is wrong: a failure, not a setup error
+    return None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    errors = [r for r in terminalreporter.stats.get("error", []) if ("vlcheck_error", True) in getattr(r, "user_properties", ())]
+    if errors:
+        terminalreporter.section("vlcheck errors: the suite's own code crashed (not a vLLM finding)", red=True)
+        for r in errors:
+            first = str(r.longrepr).strip().splitlines()
+            terminalreporter.line(f"{r.nodeid}: {next((l for l in first if 'Error' in l), first[-1] if first else '')[:200]}")
+
+
+ENGINE_FIXTURES = ("engine", "seeded_engine", "engine_cache_off", "tp_ready_engine")
+"""The fixtures below, each serving a family-config from its own engine (`engine` and
+`seeded_engine` share one where seeded weights are served)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """GPU tests run grouped by family-config, and within it by the engine they need (shared,
+    seeded float32, cache off, tensor-parallel), so each engine starts once and serves all of its
+    tests: the cache holds one engine, and going back to one would start it again.
+    With --vlcheck-shard, the tests that belong to no family run in shard 1 only."""
+    def key(item: pytest.Item):
+        callspec = getattr(item, "callspec", None)
+        family = callspec.params.get("family") if callspec else None
+        variant = callspec.params.get("variant") if callspec else None
+        return (getattr(family, "name", ""), getattr(variant, "kind", ""))
+
+    shard = config.getoption("--vlcheck-shard")
+    if shard is not None and shard.index != 1:
+        familyless = [i for i in items if key(i)[0] == ""]
+        if familyless:
+            config.hook.pytest_deselected(items=familyless)
+            items[:] = [i for i in items if key(i)[0] != ""]
+    def engine(item: pytest.Item) -> int:
+        return next((n for n, name in enumerate(ENGINE_FIXTURES) if name in getattr(item, "fixturenames", ())),
+                    len(ENGINE_FIXTURES))
+
+    def on_engine(item: pytest.Item) -> bool:
+        return item.get_closest_marker("gpu") is not None or item.get_closest_marker("cpu_engine") is not None
+
+    live = [i for i in items if on_engine(i)]
+    if live:
+        rest = [i for i in items if not on_engine(i)]
+        items[:] = rest + sorted(live, key=lambda i: (*key(i), engine(i)))
+
+
+@pytest.fixture(scope="session")
+def engines():
+    """The GPU tier's engine cache: one live vLLM engine at a time."""
+    from vlcheck.gpu.engines import EngineCache
+
+    cache = EngineCache()
+    yield cache
+    cache.close()
+
+
+@pytest.fixture
+def engine_platform() -> str:
+    """`gpu`, or `cpu` (vLLM's CPU build) for a test marked `engine`, parametrized over both."""
+    return "gpu"
+
+
+@pytest.fixture(scope="session")
+def weights_mode(pytestconfig) -> str:
+    return pytestconfig.getoption("--vlcheck-weights")
+
+
+def start_engine(family, variant, engines, weights_mode, request, dtypes=None, platform="gpu", **overrides):
+    """The family-config's engine: skipped when the runner cannot host it (GPUs, weights),
+    failed when it does not start (that family's tests only). A declared `generation`
+    deviation (an engine known not to start or serve) turns the failure into a strict xfail.
+    `dtypes`: tried in order until one starts (None: float32 first for seeded weights, else the
+    spec's own), recorded as `dtype`. The test that starts an engine records its start time."""
+    from vlcheck.gpu.engines import SEEDED_DTYPES, EngineUnavailable, engine_args, platform_unavailable
+    from vlcheck.prompt.requests import example_prompts
+    from vlcheck.prompt.templates import TemplateUnavailable
+
+    why_not = platform_unavailable(platform)
+    if why_not:  # first: in the CPU tier every cpu_engine test skips here, at no cost
+        pytest.skip(why_not)
+    try:  # before starting an engine: can the example's prompts be made at all?
+        for modality in variant.modalities:
+            example_prompts(family, variant, modality)
+    except TemplateUnavailable as err:
+        pytest.skip(f"{family.name}: the example renders with the model's chat template: {err}")
+    expect_deviation(request, variant, "generation")
+    errors = []
+    if dtypes is None:
+        try:
+            seeded = engine_args(family, variant, weights_mode, heads=overrides.get("heads"),
+                                 platform=platform)[1] == "seeded"
+        except EngineUnavailable as err:
+            pytest.skip(str(err)) if err.skip else pytest.fail(str(err), pytrace=False)
+        dtypes = SEEDED_DTYPES if seeded else (None,)
+    for dtype in dtypes:
+        try:
+            handle = engines.get(family, variant, weights_mode, platform, **overrides,
+                                 **({"dtype": dtype} if dtype else {}))
+        except EngineUnavailable as err:
+            if err.skip:
+                pytest.skip(str(err))
+            errors.append(f"{dtype}: {err}" if dtype else str(err))
+            continue
+        if dtype:
+            request.node.user_properties.append(("dtype", dtype))
+        if not handle.reported:
+            handle.reported = True
+            request.node.user_properties.append(("engine_start_s", round(handle.start_seconds, 1)))
+        return handle
+    # The mark applied above cannot turn a failed fixture setup into an xfail (pytest evaluates
+    # xfail marks before fixtures run): a declared failure to start is made one here.
+    if variant.deviation("generation") is not None:
+        pytest.xfail(f"declared deviation: {variant.deviation('generation')} ({'; '.join(errors)})")
+    pytest.fail("\n".join(errors), pytrace=False)
+
+
+@contextmanager
+def engine_death_as_outcome(variant):
+    """An engine that dies under a fixture: the declared `generation` deviation's xfail, or a
+    failure with its last words (marks applied in a fixture do not reach its own errors)."""
+    from vlcheck.gpu.watchdog import EngineDied
+
+    try:
+        yield
+    except EngineDied as err:
+        if variant.deviation("generation") is not None:
+            pytest.xfail(f"declared deviation: {variant.deviation('generation')} ({err})")
+        pytest.fail(str(err), pytrace=False)
+
+
+@pytest.fixture
+def engine(family, variant, engines, weights_mode, engine_platform, request):
+    """The family-config's shared engine. Its greedy generation runs first, on the fresh engine,
+    so that the goldens do not depend on which tests ran before (prefix and encoder caches)."""
+    from vlcheck.gpu.gpu_checks import generation_runs
+
+    handle = start_engine(family, variant, engines, weights_mode, request, platform=engine_platform)
+    with engine_death_as_outcome(variant):
+        generation_runs(family, variant, handle)
+    return handle
+
+
+@pytest.fixture
+def tp_ready_engine(family, variant, engines, request):
+    """`tp_ready_engine(size)`: the family-config's tensor-parallel-ready synthetic checkpoint with
+    seeded weights, served at tensor_parallel_size `size` (vlcheck/gpu/tensor_parallel.py)."""
+    from vlcheck.gpu.tensor_parallel import TP_READY_HEADS
+
+    def at(size: int):
+        return start_engine(family, variant, engines, "seeded", request, heads=TP_READY_HEADS, tensor_parallel_size=size)
+
+    return at
+
+
+@pytest.fixture
+def seeded_engine(family, variant, engines, engine_platform, request):
+    """(engine, dtype): the family-config's seeded checkpoint served in float32, as transformers
+    ran the CPU reference, or in bfloat16 where vLLM refuses float32
+    (tests/gpu_generation/test_vllm_vs_transformers.py). With seeded weights in use (the default
+    without real ones) it is the shared engine itself."""
+    handle = start_engine(family, variant, engines, "seeded", request, platform=engine_platform)
+    return handle, dict(request.node.user_properties)["dtype"]
+
+
+@pytest.fixture
+def engine_cache_off(family, variant, engines, weights_mode, engine_platform, request):
+    """The same family-config with the processor cache disabled: a second engine, so only with
+    --vlcheck-cache-off."""
+    if not request.config.getoption("--vlcheck-cache-off"):
+        pytest.skip("needs --vlcheck-cache-off (starts a second engine per family)")
+    return start_engine(family, variant, engines, weights_mode, request, platform=engine_platform,
+                        mm_processor_cache_gb=0)
+
+
+@pytest.fixture(scope="session")
+def api_servers():
+    """One live API server at a time (tests/served_engine/): (family, kind, platform) -> (server, template)."""
+    live: dict = {}
+    yield live
+    for server, _ in live.values():
+        server.stop()
+
+
+@pytest.fixture
+def api_server(family, variant, engine_platform, engine, api_servers, request):
+    """(server, chat template): vLLM's API server for this family-config with the offline engine's
+    args (`engine`, started first, is its reference), or a skip saying why."""
+    from vlcheck.gpu import api_server as api
+    from vlcheck.gpu.engines import engine_args
+    from vlcheck.prompt.templates import TemplateUnavailable, resolve
+
+    wanted = request.config.getoption("--vlcheck-serve")
+    if not {"all", family.name, config_id(family, variant)} & set(wanted):
+        pytest.skip("the API server is a second engine per family-config: select with --vlcheck-serve "
+                    f"{config_id(family, variant)} (or {family.name}, or all)")
+    key = (family.name, variant.kind, engine_platform)
+    if key not in api_servers:
+        for server, _ in api_servers.values():
+            server.stop()
+        api_servers.clear()
+        try:
+            template = resolve(variant).text
+        except TemplateUnavailable as err:
+            pytest.skip(f"{family.name}: the server needs the model's chat template: {err}")
+        args, _, _ = engine_args(family, variant, engine.weights, platform=engine_platform,
+                                 **({"dtype": dict(request.node.user_properties)["dtype"]}
+                                    if "dtype" in dict(request.node.user_properties) else {}))
+        try:
+            api_servers[key] = (api.start(engine_platform, args, template), template)
+        except api.ServerFailed as err:
+            pytest.fail(f"{family.name}: {err}", pytrace=False)
+    return api_servers[key]
+
+
+@pytest.fixture
+def family_snapshot(snapshot):
+    """A syrupy snapshot stored as `snapshots/<test file>/<family>.txt`."""
+    from vlcheck.prompt.snapshot_files import FamilySnapshot  # syrupy: imported by the tests that snapshot
+
+    return snapshot.use_extension(FamilySnapshot)

@@ -1,0 +1,80 @@
+"""The example's requests as OpenAI chat completions: typed `text`, `image_url` and `video_url`
+parts with base64 data URLs, as a user's client sends them.
+
+Images go as PNG (lossless: the server decodes exactly the pixels the offline path is given);
+videos as vLLM's `video/jpeg` data URL, the frames as comma-separated base64 JPEGs (the one video
+format vLLM decodes without a video library). The text is the example's question; media parts
+come where the example's messages put them (string-content examples: before the text, where
+vLLM's chat API puts the placeholders of a string-format template).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+from vlcheck.core import media
+from vlcheck.prompt.render import messages as example_messages
+from vlcheck.spec.schema import Variant
+
+URL_KEYS = {"image": "image_url", "video": "video_url"}
+
+
+def png_data_url(image) -> str:
+    buf = io.BytesIO()
+    image.save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def jpeg_base64(image) -> str:
+    buf = io.BytesIO()
+    image.convert("RGB").save(buf, "JPEG", quality=95)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def video_data_url(frames) -> str:
+    from PIL import Image
+
+    return "data:video/jpeg;base64," + ",".join(jpeg_base64(Image.fromarray(f)) for f in frames)
+
+
+def data_url(modality: str, item: Any) -> str:
+    if modality == "image":
+        return png_data_url(item)
+    return video_data_url(item[0] if isinstance(item, tuple) else item)
+
+
+def media_part(modality: str, url: str | None, uuid: str | None = None) -> dict[str, Any]:
+    """One OpenAI content part; `url=None` with a uuid is the empty part that names a cached item."""
+    key = URL_KEYS[modality]
+    part: dict[str, Any] = {"type": key, key: None if url is None else {"url": url}}
+    if uuid is not None:
+        part["uuid"] = uuid
+    return part
+
+
+def items(variant: Variant, modality: str, count: int) -> list[Any]:
+    """The same items the offline processor check is given (`vlcheck.prompt.requests.media_data`)."""
+    return media.items(modality, count, variant.modalities[modality].video_metadata)
+
+
+def chat_messages(variant: Variant, modality: str, question: str, count: int,
+                  uuids: list[str] | None = None, urls: list[str | None] | None = None) -> list[dict[str, Any]]:
+    """The example's chat request with its media as data URLs (or the given `urls`; None = empty part)."""
+    if urls is None:
+        urls = [data_url(modality, item) for item in items(variant, modality, count)]
+    parts = [media_part(modality, url, uuids[i] if uuids else None) for i, url in enumerate(urls)]
+    out = []
+    for message in example_messages(variant, modality, question, count):
+        content = message["content"]
+        if message["role"] != "user":
+            out.append(message)
+            continue
+        if isinstance(content, str):
+            typed = [*parts, {"type": "text", "text": question}]
+        else:
+            media_left = iter(parts)
+            typed = [{"type": "text", "text": p["text"]} if p["type"] == "text" else next(media_left) for p in content]
+        out.append({"role": "user", "content": typed})
+    return out

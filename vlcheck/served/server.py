@@ -1,0 +1,175 @@
+"""Start, wait for and stop a vLLM server process on 127.0.0.1, whatever serves it.
+
+Engine-agnostic: the same `Server` handle wraps `vllm launch render` (the CPU render server, no
+engine), `vllm serve` on a GPU, and vLLM's CPU build (`python -m vllm.entrypoints.openai.api_server`).
+A server is ready when `GET /health` answers 200; one that exits or stays unready past its time
+limit raises `ServerFailed` with the tail of its log, so a test says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+READY_TIMEOUT_S = 240.0
+STOP_TIMEOUT_S = 10.0
+
+
+class ServerFailed(RuntimeError):
+    """The server exited or never became ready; the message ends with its log's last lines."""
+
+
+def free_port() -> int:
+    """A port nobody listens on now (the kernel's choice for port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(text[-lines:])
+
+
+@dataclass
+class Server:
+    """One server process: its URL, process group and log."""
+
+    argv: list[str]
+    port: int
+    log: Path
+    pid: int
+    process: subprocess.Popen | None = None
+    """Set where the server is our child; a forked render server is the fork server's."""
+
+    started_at: float = field(default_factory=time.monotonic)
+    ready_after_s: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> "Server":
+        import httpx
+
+        deadline = self.started_at + timeout_s
+        http = httpx.Client(timeout=2.0, trust_env=False)
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise ServerFailed(f"the server exited before it was ready ({' '.join(self.argv)}); its log "
+                                   f"{self.log}:\n{log_tail(self.log)}")
+            try:
+                if http.get(f"{self.url}/health").status_code == 200:
+                    self.ready_after_s = time.monotonic() - self.started_at
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise ServerFailed(f"the server was not ready after {timeout_s:.0f} s ({' '.join(self.argv)}); its log "
+                           f"{self.log}:\n{log_tail(self.log)}")
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the server process has used so far (Linux /proc; None elsewhere or once gone)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group, SIGKILL after STOP_TIMEOUT_S."""
+        for sig, wait in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 2.0)):
+            if not self.alive():
+                return
+            try:
+                os.killpg(self.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                return
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and self.alive():
+                time.sleep(0.1)
+
+
+def start_command(argv: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> Server:
+    """A server from a command line (`vllm serve ...`, `python -m vllm.entrypoints.openai.api_server ...`),
+    in its own process group, its output in `log`."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, env={**os.environ, **(env or {})})
+    return Server(argv, port, log, process.pid, process)
+
+
+class RenderForkServer:
+    """`vllm launch render` servers forked from one process that imported vLLM once
+    (`vlcheck.adapter.render_server --fork-server`). Thread-safe; started on first use."""
+
+    def __init__(self, python: str = sys.executable):
+        self.python = python
+        self._process: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self.import_s: float | None = None
+        self.log = Path(tempfile.mkdtemp(prefix="vlcheck-render-")) / "fork-server.log"
+
+    def _ensure(self) -> subprocess.Popen:
+        if self._process is None or self._process.poll() is not None:
+            began = time.monotonic()
+            err = open(self.log, "wb")
+            # servers log to files: INFO, whatever the caller's level (the detected content format is an INFO line)
+            env = {**os.environ, "VLLM_LOGGING_LEVEL": "INFO"}
+            self._process = subprocess.Popen([self.python, "-m", "vlcheck.adapter.render_server", "--fork-server"],
+                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                             text=True, start_new_session=True, env=env)
+            first = self._process.stdout.readline()
+            if not first.strip():
+                raise ServerFailed(f"the render fork server did not start; its log {self.log}:\n{log_tail(self.log)}")
+            self.import_s = time.monotonic() - began
+        return self._process
+
+    def start(self, argv: list[str], port: int, log: Path) -> Server:
+        """A render server for `vllm launch render ARGV` (not yet ready: call `wait_ready`)."""
+        with self._lock:
+            process = self._ensure()
+            process.stdin.write(json.dumps({"argv": argv, "log": str(log)}) + "\n")
+            process.stdin.flush()
+            reply = process.stdout.readline()
+        if not reply.strip():
+            raise ServerFailed(f"the render fork server died; its log {self.log}:\n{log_tail(self.log)}")
+        return Server(["vllm", "launch", "render", *argv], port, log, json.loads(reply)["pid"])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._process is not None and self._process.poll() is None:
+                self._process.stdin.close()
+                try:
+                    self._process.wait(timeout=STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+            self._process = None
