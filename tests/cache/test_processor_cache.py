@@ -7,7 +7,7 @@ from vlcheck.gate.testing import expect_deviation
 from vlcheck.gpu import goldens
 from vlcheck.gpu.gpu_checks import NUM_PROMPTS, repeat_simulation, still_serves, unknown_uuid_error, uuid_resend
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
 
 class MediaDropped(AssertionError):

@@ -11,7 +11,7 @@ from vlcheck.gpu import goldens
 from vlcheck.gpu.gpu_checks import batch_noise, generation_runs, stop_run
 from vlcheck.spec.schema import config_id
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
 
 def test_requests_complete_with_processor_token_counts(family, variant, engine, request):
@@ -33,7 +33,7 @@ def test_greedy_outputs_match_golden(family, variant, engine, request):
     weights only, and only its modalities."""
     actual = {r.shape: r.outputs for r in generation_runs(family, variant, engine)}
     problems = {modality_of(shape): [f"{shape}: {p}" for p in goldens.unusable(out)] for shape, out in actual.items()}
-    path = goldens.golden_path(engine.label, config_id(family, variant))
+    path = goldens.golden_path(engine.label, config_id(family, variant), engine.platform)
     now = goldens.environment(engine.dtype)
     evidence = os.environ.get("VLCHECK_GOLDENS_SEEN")
     if evidence:  # what this run generated, for reading beside the golden (scripts/gpu-tier.sh keeps it)

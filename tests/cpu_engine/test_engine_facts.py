@@ -1,0 +1,59 @@
+"""The `cpu_engine` report cell (`vlcheck check --cpu-engine`, numerics/engine_check.py) per
+family-config, on the engine the other engine tests share: it passes, or deviates only as
+declared. With --vlcheck-engine-report FILE the cells are written as a vlcheck report (one per
+--vlcheck-shard; join them with `vlcheck merge`), the input of `vlcheck diff`: the engine facts of
+one end of an upgrade from the same run as its engine tests, without starting every engine again."""
+
+import pytest
+
+from vlcheck.core.results import CheckResult, Status, from_exception
+from vlcheck.gate.checks import CPU_ENGINE_CATALOGUE, run_variant
+from vlcheck.gate.testing import fail_with
+
+pytestmark = pytest.mark.cpu_engine
+CHECK = CPU_ENGINE_CATALOGUE["cpu_engine"]
+
+
+@pytest.fixture
+def engine_platform() -> str:
+    return "cpu"
+
+
+@pytest.fixture(scope="session")
+def engine_cells(request):
+    """family name -> {variant kind: CheckResult}; written as a report at the end of the session."""
+    cells: dict = {}
+    yield cells
+    path = request.config.getoption("--vlcheck-engine-report")
+    if path and cells:
+        from vlcheck.gate.engine_tier import write_engine_report
+
+        write_engine_report(path, cells, CHECK, request.config.getoption("--vlcheck-shard"))
+
+
+def test_engine_facts_as_reported(family, variant, engine_cells, request):
+    try:
+        handle = request.getfixturevalue("engine")  # a skip or a declared failure to start is a cell too
+    except pytest.skip.Exception as outcome:
+        _record(engine_cells, family, variant, Status.SKIP, str(outcome.msg))
+        raise
+    except pytest.xfail.Exception as outcome:
+        _record(engine_cells, family, variant, Status.DEVIATION, str(outcome.msg))
+        raise
+    except pytest.fail.Exception as outcome:
+        _record(engine_cells, family, variant, Status.FAIL, str(outcome.msg))
+        raise
+    except Exception as err:  # noqa: BLE001 - recorded as vLLM's failure or vlcheck's error, then re-raised
+        result = from_exception(family.name, CHECK.name, err, f"[{variant.kind}]")
+        engine_cells.setdefault(family.name, {})[variant.kind] = result
+        raise
+    result = run_variant(CHECK, family, variant, handle)
+    engine_cells.setdefault(family.name, {})[variant.kind] = result
+    request.node.user_properties.append(("facts", {k: v for k, v in result.data.items() if "logprobs" not in k}))
+    if result.status not in (Status.PASS, Status.DEVIATION):
+        fail_with(result, variant)
+
+
+def _record(cells: dict, family, variant, status: Status, reason: str) -> None:
+    cells.setdefault(family.name, {})[variant.kind] = CheckResult(family.name, CHECK.name, status,
+                                                                  f"[{variant.kind}] {reason[:500]}")

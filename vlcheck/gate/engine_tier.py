@@ -1,0 +1,114 @@
+"""The engine tier's results per family-config, from its JUnit XML files (`scripts/cpu-engine-tier`,
+`scripts/gpu-tier.sh`): engine start, passed / failed / xfailed / skipped, and whether vLLM agrees
+with the transformers reference on the same seeded weights.
+
+    python -m vlcheck.gate.engine_tier cpu-engine-out/shard-*.xml
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CONFIG = re.compile(r"\[(?:cpu|gpu)-(.+?-(?:single|multi_image))(?:-|\])")
+"""A test id's family-config: `test_x[cpu-blip-2-single]`, `test_y[cpu-aria-multi_image-content-hash]`."""
+AGREEMENT_TEST = "test_vllm_matches_transformers_reference"
+START_PROPERTY = "engine_start_s"
+
+
+@dataclass
+class ConfigRow:
+    config: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("passed", "failed", "xfailed", "skipped"), 0))
+    engine_start_s: str = "-"
+    agreement: str = "-"
+    first_problem: str = ""
+
+
+def outcome(case: ET.Element) -> tuple[str, str]:
+    """(passed|failed|xfailed|skipped, message) of one testcase (an error counts as failed)."""
+    for tag in ("failure", "error", "skipped"):
+        found = case.find(tag)
+        if found is not None:
+            message = (found.get("message") or found.text or "").strip().splitlines()
+            first = message[0][:160] if message else ""
+            if tag == "skipped":
+                return ("xfailed" if found.get("type") == "pytest.xfail" else "skipped"), first
+            return "failed", first
+    return "passed", ""
+
+
+def rows(documents: list[bytes]) -> dict[str, ConfigRow]:
+    table: dict[str, ConfigRow] = {}
+    for document in documents:
+        for case in ET.fromstring(document).iter("testcase"):
+            name = case.get("name", "")
+            found = CONFIG.search(name)
+            if found is None:
+                continue
+            config = found.group(1)
+            row = table.setdefault(config, ConfigRow(config))
+            result, message = outcome(case)
+            row.counts[result] += 1
+            if result == "failed" and not row.first_problem:
+                row.first_problem = f"{name.split('[')[0]}: {message}"
+            props = {p.get("name"): p.get("value") for p in case.iter("property")}
+            if START_PROPERTY in props:
+                row.engine_start_s = props[START_PROPERTY]
+            if name.startswith(AGREEMENT_TEST + "["):
+                row.agreement = {"passed": "agree", "failed": "DIFFER", "xfailed": "declared difference",
+                                 "skipped": f"not compared ({message[:70]})"}[result]
+    return dict(sorted(table.items()))
+
+
+def markdown(table: dict[str, ConfigRow]) -> str:
+    lines = ["| family-config | engine start (s) | passed | failed | xfailed | skipped | vLLM vs transformers | first failure |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in table.values():
+        c = r.counts
+        lines.append(f"| {r.config} | {r.engine_start_s} | {c['passed']} | {c['failed']} | {c['xfailed']} | "
+                     f"{c['skipped']} | {r.agreement} | {r.first_problem.replace('|', '/')} |")
+    total = {k: sum(r.counts[k] for r in table.values()) for k in ("passed", "failed", "xfailed", "skipped")}
+    agree = sum(r.agreement == "agree" for r in table.values())
+    lines.append(f"\n{len(table)} family-configs: {total['passed']} passed, {total['failed']} failed, "
+                 f"{total['xfailed']} xfailed, {total['skipped']} skipped; vLLM agrees with transformers on {agree}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
+    if not paths:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    print(markdown(rows([p.read_bytes() for p in paths if p.exists()])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+def write_engine_report(path: str, cells: dict, check, shard=None) -> None:
+    """The engine tier's report cells (family -> {variant kind: CheckResult}) as a vlcheck report
+    of that one check: the input of `vlcheck diff` (and of `vlcheck merge` for shards)."""
+    import json
+
+    from vlcheck.core.results import combine
+    from vlcheck.gate import report
+    from vlcheck.gate.checks import unit
+    from vlcheck.spec.registry import all_families
+
+    families = all_families()
+    results = []
+    for name, by_variant in sorted(cells.items()):
+        cell = combine(name, check.name, list(by_variant.values()))
+        cell.variants = {kind: unit(r) for kind, r in by_variant.items()}
+        results.append(cell)
+    rep = report.build(results, [check.name], {n: families[n] for n in cells},
+                       informational={check.name: list(check.informational)})
+    if shard is not None:
+        rep["shard"] = str(shard)
+    Path(path).write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
