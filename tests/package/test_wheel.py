@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kwargs)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kwargs)  # a loaded 2-core runner: the catalogue starts a render server
 
 
 def _build_backend_installed() -> str | None:
