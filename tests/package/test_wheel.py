@@ -189,9 +189,9 @@ def test_a_new_user_gates_their_own_model_from_the_wheel(installed, fine_tune, r
     after = _run([vlcheck, "check", "--specs", "specs", "--json", "after.json"], **where)
     assert after.returncode == 0, after.stdout + after.stderr
     diff = _run([vlcheck, "diff", "before.json", "after.json"], **where)
-    assert "REGRESSIONS (0)" in diff.stdout, diff.stdout
-    assert re.search(r"my_qwen_ft template: single.template_sha256: \"\w+\" -> \"\w+\"", diff.stdout), diff.stdout
-    moved = re.search(r'my_qwen_ft processor: single.token_counts.image x1: \{"prompt_tokens": (\d+), .* -> '
+    assert "REGRESSIONS (0)" in diff.stdout and diff.returncode == 5, diff.stdout  # CHANGED: facts moved, for review
+    assert re.search(r"my_qwen_ft template \[single\]: single.template_sha256: \w+ -> \w+", diff.stdout), diff.stdout
+    moved = re.search(r'my_qwen_ft processor \[single\]: single.token_counts\["image x1"\]: \{"prompt_tokens": (\d+), .* -> '
                       r'\{"prompt_tokens": (\d+)', diff.stdout)
     assert moved and int(moved.group(2)) > int(moved.group(1)), diff.stdout  # the system turn's tokens
 

@@ -401,8 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in (envs, bisect, matrix):  # each subcommand's arguments live in its own module
         module.register(sub)
-    for name in ("env", "bisect", "matrix"):  # their checks run in child environments, which inherit the folders
-        _add_specs_option(sub.choices[name])
+    for name in ("env", "bisect", "matrix", "same-source"):  # children inherit the folders (VLCHECK_SPEC_PATH)
+        if name in sub.choices and not any("--specs" in a.option_strings for a in sub.choices[name]._actions):
+            _add_specs_option(sub.choices[name])
     return parser
 
 
