@@ -23,6 +23,10 @@ Shims (API: generations, with the versions measured to need them):
   Jinja rendering (`chat.py`), the model registry (`models.py`), vLLM's own config classes
   (`configs.py`), tokenizer special-token names (`hf_classes.py`).
 - `numerics.py`: the internals numerical conformance needs (its own docstring lists them).
+- servers (`render_server.py`, `serve_args.py`): vLLM's CLI entry point (`vllm.entrypoints.cli.main`)
+  and its `serve` subcommand's parser (`ServeSubcommand.subparser_init`), the same on vllm 0.24 and
+  0.32 although the render server's module moved (`vllm.entrypoints.cli.launch` ->
+  `vllm.entrypoints.launchers.render`); the CPU platform selected as `vllm bench` does.
 """
 
 from __future__ import annotations

@@ -76,6 +76,9 @@ def pytest_configure(config: pytest.Config) -> None:
         from vlcheck.gate.testing import baseline_of
 
         baseline_of(config)
+        # compared with the baseline, no test reads the repo's snapshots: unused, they are no failure
+        if hasattr(config.option, "warn_unused_snapshots"):
+            config.option.warn_unused_snapshots = True
     config.addinivalue_line("markers", "gpu: needs a GPU and runs real vLLM engines (select with -m gpu; "
                                        "CI runs -m 'not gpu')")
     dirs = [*config.getoption("--vlcheck-specs"), *config.getini("vlcheck_specs")]

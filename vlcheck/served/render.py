@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import re
+import shutil
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -307,9 +308,10 @@ def serve(spec: FamilySpec, variant: Variant, with_bad_requests: bool = True, li
 
             record.bad_requests = run_cases(client, spec, variant, first, line.limits())
         record.server_cpu_s = server.cpu_seconds()
-        return record
     finally:
         server.stop()
+    shutil.rmtree(server.log.parent, ignore_errors=True)  # kept only where the server failed: its log says why
+    return record
 
 
 _records: dict[str, Future] = {}
