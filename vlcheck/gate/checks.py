@@ -34,6 +34,7 @@ holds every entry to that).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -124,81 +125,35 @@ def check_spec(spec: FamilySpec) -> CheckResult:
     return CheckResult(spec.name, "spec", Status.PASS, "loaded; matches the example", data=facts)
 
 
-def _template(spec, variant):
-    from vlcheck.prompt.conformance import template_conformance
+def _call(where: str, spec: FamilySpec, variant: Variant) -> CheckResult:
+    """Run the check function at `module:function`, imported when first run: vLLM and transformers
+    load only when a check needs them."""
+    import importlib
 
-    return template_conformance(spec, variant)
-
-
-def _stops(spec, variant):
-    from vlcheck.prompt.conformance import stop_conformance
-
-    return stop_conformance(spec, variant)
+    module, _, function = where.partition(":")
+    return getattr(importlib.import_module(module), function)(spec, variant)
 
 
-def _engine_args(spec, variant):
-    from vlcheck.cpu.vllm_checks import engine_args_check
-
-    return engine_args_check(spec, variant)
-
-
-def _architecture(spec, variant):
-    from vlcheck.cpu.vllm_checks import architecture_check
-
-    return architecture_check(spec, variant)
-
-
-def _processor(spec, variant):
-    from vlcheck.cpu.processor_check import processor_check
-
-    return processor_check(spec, variant)
-
-
-def _fingerprints(spec, variant):
-    from vlcheck.numerics.fingerprint import fingerprints_check
-
-    return fingerprints_check(spec, variant)
-
-
-def _placement(spec, variant):
-    from vlcheck.hostile.placement import placement_check
-
-    return placement_check(spec, variant)
-
-
-def _reference(spec, variant):
-    from vlcheck.numerics.reference import reference_check
-
-    return reference_check(spec, variant)
-
-
-def _hostile(spec, variant):
-    from vlcheck.hostile.inputs import hostile_check
-
-    return hostile_check(spec, variant)
-
-
-def _served(spec, variant):
-    from vlcheck.served.checks import served_check
-
-    return served_check(spec, variant)
+def _lazy(where: str) -> Callable[[FamilySpec, Variant], CheckResult]:
+    # a partial of a module-level function, not a closure: `vlcheck check -j` pickles the checks
+    return functools.partial(_call, where)
 
 
 CATALOGUE: dict[str, Check] = {c.name: c for c in (
     Check("spec", None, "tests/prompt_format/test_specs_match_seeds.py::test_spec_matches_example",
           per_family=check_spec),
-    Check("engine_args", _engine_args, "tests/vllm_cpu/test_engine_args.py::test_engine_args_are_accepted"),
-    Check("architecture", _architecture, "tests/vllm_cpu/test_architecture.py::test_architecture_is_served"),
-    Check("template", _template, "tests/prompt_format/test_hub_conformance.py::test_hand_prompt_matches_chat_template"),
-    Check("stops", _stops, "tests/prompt_format/test_hub_conformance.py::test_stop_tokens_resolve"),
-    Check("processor", _processor, "tests/vllm_cpu/test_processor.py::test_processor_expands_every_item"),
-    Check("fingerprints", _fingerprints, "tests/numerics/test_fingerprints.py::test_processor_fingerprints",
+    Check("engine_args", _lazy("vlcheck.cpu.vllm_checks:engine_args_check"), "tests/vllm_cpu/test_engine_args.py::test_engine_args_are_accepted"),
+    Check("architecture", _lazy("vlcheck.cpu.vllm_checks:architecture_check"), "tests/vllm_cpu/test_architecture.py::test_architecture_is_served"),
+    Check("template", _lazy("vlcheck.prompt.conformance:template_conformance"), "tests/prompt_format/test_hub_conformance.py::test_hand_prompt_matches_chat_template"),
+    Check("stops", _lazy("vlcheck.prompt.conformance:stop_conformance"), "tests/prompt_format/test_hub_conformance.py::test_stop_tokens_resolve"),
+    Check("processor", _lazy("vlcheck.cpu.processor_check:processor_check"), "tests/vllm_cpu/test_processor.py::test_processor_expands_every_item"),
+    Check("fingerprints", _lazy("vlcheck.numerics.fingerprint:fingerprints_check"), "tests/numerics/test_fingerprints.py::test_processor_fingerprints",
           declared_as="processor"),
-    Check("placement", _placement, "tests/numerics/test_placement.py::test_features_land_where_the_template_put_them"),
-    Check("hostile", _hostile, "tests/hostile_inputs/test_hostile_cpu.py::test_hostile_inputs_on_cpu"),
-    Check("reference", _reference, "tests/numerics/test_cpu_reference.py::test_transformers_reference",
+    Check("placement", _lazy("vlcheck.hostile.placement:placement_check"), "tests/numerics/test_placement.py::test_features_land_where_the_template_put_them"),
+    Check("hostile", _lazy("vlcheck.hostile.inputs:hostile_check"), "tests/hostile_inputs/test_hostile_cpu.py::test_hostile_inputs_on_cpu"),
+    Check("reference", _lazy("vlcheck.numerics.reference:reference_check"), "tests/numerics/test_cpu_reference.py::test_transformers_reference",
           tolerance=1e-3),
-    Check("served", _served, "tests/served/test_served.py::test_served_render"),
+    Check("served", _lazy("vlcheck.served.checks:served_check"), "tests/served/test_served.py::test_served_render"),
 )}
 """Every check that runs without an engine, in report order (`vlcheck check`)."""
 
