@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from vlcheck.gpu.engines import EngineUnavailable
 from vlcheck.gpu.goldens import logprobs_close as compare
 from vlcheck.gpu.served import EngineServer, as_golden, metric, start_engine_server
 from vlcheck.prompt.render import default_questions
@@ -48,6 +49,9 @@ class _Servers:
             self.close()
             try:
                 self.current = start_engine_server(family, variant, weights, COMMAND, extra or None)
+            except EngineUnavailable as err:
+                self.key = None
+                pytest.skip(str(err)) if err.skip else pytest.fail(str(err), pytrace=False)
             except ServerFailed as err:
                 self.key = None
                 pytest.fail(f"{family.name} [{variant.kind}] served: the server did not start: {err}", pytrace=False)

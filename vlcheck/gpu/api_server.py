@@ -46,7 +46,9 @@ def command(platform: str, engine_args: dict[str, Any], port: int, chat_template
         line += ["--chat-template", str(chat_template)]
     if platform == "cpu":
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", engine_args["model"], *line]
-    return [str(Path(sys.executable).with_name("vllm")), "serve", engine_args["model"], *line]
+    from vlcheck.gpu.served import SERVE_COMMANDS
+
+    return [*SERVE_COMMANDS["vllm serve"](), engine_args["model"], *line]
 
 
 def free_port() -> int:

@@ -11,19 +11,29 @@ client in the tests), so they judge any engine the same way.
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from vlcheck.served.launch import flag
 from vlcheck.served.server import Server, free_port, start_command
 from vlcheck.spec.schema import FamilySpec, Variant, config_id
 
-SERVE_COMMANDS: dict[str, list[str]] = {
-    "vllm serve": ["vllm", "serve"],
-    "api_server": [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model"],
+def _vllm_cli() -> list[str]:
+    """The `vllm` console script beside this Python or on PATH; else the module it runs
+    (`vllm.entrypoints.cli.main`, the same code): an install without console scripts, as vLLM
+    unpacked onto PYTHONPATH on a GPU runner, has the CLI but no `vllm` file."""
+    beside = Path(sys.executable).with_name("vllm")
+    script = str(beside) if beside.is_file() else shutil.which("vllm")
+    return [script] if script else [sys.executable, "-m", "vllm.entrypoints.cli.main"]
+
+
+SERVE_COMMANDS: dict[str, Callable[[], list[str]]] = {
+    "vllm serve": lambda: [*_vllm_cli(), "serve"],
+    "api_server": lambda: [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model"],
 }
 """How to start the server: the CLI (`vllm serve MODEL`), or the module entry point (vLLM's CPU
 build, whose `vllm` console script fails on importlib.metadata.version("vllm"))."""
@@ -64,7 +74,7 @@ def start_engine_server(spec: FamilySpec, variant: Variant, weights: str = "auto
     local, flags, used = serve_flags(spec, variant, weights, extra)
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix=f"vlcheck-serve-{config_id(spec, variant)}-")) / "server.log"
-    argv = [*SERVE_COMMANDS[command], local, *flags, "--host", "127.0.0.1", "--port", str(port)]
+    argv = [*SERVE_COMMANDS[command](), local, *flags, "--host", "127.0.0.1", "--port", str(port)]
     server = start_command(argv, port, log)
     return EngineServer(server.wait_ready(ready_timeout_s), used, flags)
 
