@@ -11,6 +11,10 @@ the example's flags), driven with the official `openai` client.
   enough to evict;
 - bad requests get a 4xx and the server keeps serving.
 
+A server per family-config is a second engine (a third for the small processor cache): these run
+for the family-configs `--vlcheck-serve` selects (`all`, a family, a family-config), and skip
+saying so otherwise; `scripts/gpu-tier.sh --vlcheck-serve all -k test_served_gpu` runs them alone.
+
 `VLCHECK_SERVE_COMMAND=api_server` starts vLLM's module entry point instead of `vllm serve`
 (vLLM's CPU build, for the CPU engine tier).
 """
@@ -28,6 +32,7 @@ from vlcheck.gpu.served import EngineServer, as_golden, metric, start_engine_ser
 from vlcheck.prompt.render import default_questions
 from vlcheck.served.requests import chat_messages, data_url, items
 from vlcheck.served.server import ServerFailed
+from vlcheck.spec.schema import config_id
 
 pytestmark = pytest.mark.gpu
 
@@ -38,23 +43,30 @@ GREEDY = {"temperature": 0.0, "max_tokens": 8, "logprobs": True, "top_logprobs":
 
 
 class _Servers:
-    """One live server at a time (a GPU holds one family-config's engine; asking for another stops it)."""
+    """One live server at a time (a GPU holds one family-config's engine; asking for another stops it).
+    A server that did not start is not started again for the next test: its error is repeated."""
 
     def __init__(self):
         self.key, self.current = None, None
+        self.failed: dict[tuple, tuple[str, str]] = {}
 
     def get(self, family, variant, weights: str, **extra) -> EngineServer:
         key = (family.name, variant.kind, weights, tuple(sorted(extra.items())))
+        if key in self.failed:
+            outcome, message = self.failed[key]
+            {"skip": pytest.skip, "xfail": pytest.xfail}.get(outcome, lambda m: pytest.fail(m, pytrace=False))(message)
         if key != self.key:
             self.close()
             try:
                 self.current = start_engine_server(family, variant, weights, COMMAND, extra or None)
             except EngineUnavailable as err:
-                self.key = None
-                pytest.skip(str(err)) if err.skip else pytest.fail(str(err), pytrace=False)
+                self.failed[key] = ("skip" if err.skip else "fail", str(err))
+                return self.get(family, variant, weights, **extra)
             except ServerFailed as err:
-                self.key = None
-                pytest.fail(f"{family.name} [{variant.kind}] served: the server did not start: {err}", pytrace=False)
+                message = f"{family.name} [{variant.kind}] served: the server did not start: {err}"
+                declared = variant.deviation("generation")  # an engine known not to start or serve
+                self.failed[key] = ("xfail", f"declared deviation: {declared} ({message})") if declared else ("fail", message)
+                return self.get(family, variant, weights, **extra)
             self.key = key
         return self.current
 
@@ -67,10 +79,25 @@ class _Servers:
 _servers = _Servers()
 
 
-@pytest.fixture
-def served(family, variant, request):
+def _selected(family, variant, request) -> None:
+    """A real server is a second engine per family-config (a third for the small processor
+    cache): the served checks run for the family-configs --vlcheck-serve names."""
+    from vlcheck.gpu.engines import platform_unavailable
+
+    why_not = platform_unavailable("gpu")
+    if why_not:
+        pytest.skip(why_not)
     if family.synthetic is None or family.synthetic.unsupported:
         pytest.skip(f"{family.name}: no synthetic checkpoint")
+    wanted = set(request.config.getoption("--vlcheck-serve"))
+    if not {"all", family.name, config_id(family, variant)} & wanted:
+        pytest.skip("`vllm serve` is a second engine per family-config: select with --vlcheck-serve "
+                    f"{config_id(family, variant)} (or {family.name}, or all)")
+
+
+@pytest.fixture
+def served(family, variant, request):
+    _selected(family, variant, request)
     yield _servers.get(family, variant, request.config.getoption("--vlcheck-weights"), enable_prefix_caching=True)
 
 
@@ -190,8 +217,7 @@ def test_bad_requests_get_4xx(family, variant, served):
 def test_interleaved_under_small_processor_cache(family, variant, request):
     """A processor cache of 1 MB evicts between requests: A, B, A, C, B, A each answer as alone.
     Last in the module: it needs its own server (the others share the default one)."""
-    if family.synthetic is None or family.synthetic.unsupported:
-        pytest.skip(f"{family.name}: no synthetic checkpoint")
+    _selected(family, variant, request)
     served = _servers.get(family, variant, request.config.getoption("--vlcheck-weights"), mm_processor_cache_gb=0.001,
                            enable_prefix_caching=True)
     client = _client(served)

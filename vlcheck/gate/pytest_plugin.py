@@ -49,8 +49,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with --vlcheck-baseline: a TOML file of reviewed, accepted changes (see vlcheck diff --accepted)")
     group.addoption("--vlcheck-serve", action="append", default=[], metavar="FAMILY",
                     help="engine tiers: also start vLLM's API server for these families or family-configs "
-                         "(repeatable: qwen2_vl, qwen2_vl-single, all) and check it over HTTP against the offline "
-                         "engine (tests/served_engine/; a second engine each)")
+                         "(repeatable: qwen2_vl, qwen2_vl-single, all) and check it over HTTP: against the offline "
+                         "engine (tests/served_engine/), and on GPUs with the openai client "
+                         "(tests/gpu_served/); a second engine each")
     group.addoption("--vlcheck-engine-report", metavar="FILE",
                     help="CPU engine tier: write its cpu_engine report cells as a vlcheck report (the input of "
                          "`vlcheck diff`; per --vlcheck-shard, joined by `vlcheck merge`)")
