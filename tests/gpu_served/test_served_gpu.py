@@ -31,6 +31,7 @@ from vlcheck.gpu.goldens import logprobs_close as compare
 from vlcheck.gpu.served import EngineServer, as_golden, metric, start_engine_server
 from vlcheck.prompt.render import default_questions
 from vlcheck.served.requests import chat_messages, data_url, items
+from vlcheck.served.render import NotServable
 from vlcheck.served.server import ServerFailed
 from vlcheck.spec.schema import config_id
 
@@ -61,6 +62,9 @@ class _Servers:
                 self.current = start_engine_server(family, variant, weights, COMMAND, extra or None)
             except EngineUnavailable as err:
                 self.failed[key] = ("skip" if err.skip else "fail", str(err))
+                return self.get(family, variant, weights, **extra)
+            except NotServable as err:  # no chat template offline: what a user's server would render is unknown
+                self.failed[key] = ("skip", f"{family.name} [{variant.kind}]: {err}")
                 return self.get(family, variant, weights, **extra)
             except ServerFailed as err:
                 message = f"{family.name} [{variant.kind}] served: the server did not start: {err}"

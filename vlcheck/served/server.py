@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -35,12 +36,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+_RAISED = re.compile(r"\b[A-Za-z_.]*(Error|Exception|Exit)\b: ")
+
+
 def log_tail(path: Path, lines: int = 15) -> str:
+    """The log's last lines, after the exceptions raised anywhere in it (a server's engine core
+    logs the root cause far above the launcher's closing traceback)."""
     try:
         text = path.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
-    return "\n".join(text[-lines:])
+    causes = list(dict.fromkeys(line for line in text[:-lines] if _RAISED.search(line)
+                                and "See root cause above" not in line))[:5]
+    head = ["raised earlier in the log:", *causes, "...", ""] if causes else []
+    return "\n".join(head + text[-lines:])
 
 
 @dataclass
