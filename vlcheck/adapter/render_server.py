@@ -103,7 +103,8 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _child(argv: list[str], log: str) -> None:
+def _child(argv: list[str], log: str, env: dict[str, str]) -> None:
+    os.environ.update(env)  # vLLM reads its VLLM_* settings when it uses them, after the fork
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -145,7 +146,7 @@ def fork_server() -> None:
         pid = os.fork()
         if pid == 0:
             replies.close()
-            _child(request["argv"], request["log"])
+            _child(request["argv"], request["log"], request.get("env") or {})
         children.append(pid)
         replies.write(json.dumps({"pid": pid}) + "\n")
     for pid in children:

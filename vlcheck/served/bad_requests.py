@@ -15,7 +15,7 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from vlcheck.core import media
 from vlcheck.prompt.render import default_questions
@@ -169,7 +169,8 @@ Send = Callable[[list, float], Reply]
 
 
 def run_cases(client: Client, spec: FamilySpec, variant: Variant, valid, limits: dict[str, int] | None,
-              send: Send | None = None, fingerprint: Callable[[Reply], Any] | None = None) -> list[Outcome]:
+              send: Send | None = None, fingerprint: Callable[[Reply], Any] | None = None,
+              cases: Sequence[BadRequest] = CASES) -> list[Outcome]:
     """Every case against a running server. `valid`: the example's request as first rendered
     (`Rendered`); `limits`: the server's `limit_mm_per_prompt`; `send` and `fingerprint` (what must
     not change in the valid request's answer) default to the render route and its token ids."""
@@ -180,7 +181,7 @@ def run_cases(client: Client, spec: FamilySpec, variant: Variant, valid, limits:
     valid_messages = chat_messages(variant, modality, question, int(valid.shape.split("x")[-1]))
     before = send(valid_messages, CASE_TIMEOUT_S)
     outcomes = []
-    for case in CASES:
+    for case in cases:
         limit = limit_of(limits, modality)
         if case.needs_limit and limit is None:
             outcomes.append(Outcome(case.name, None, f"not applicable: the launch line sets no {modality} limit"))

@@ -13,6 +13,7 @@ the same server.
 from __future__ import annotations
 
 import atexit
+import os
 import re
 import shutil
 import tempfile
@@ -164,14 +165,26 @@ def spec_launch_line(spec: FamilySpec, variant: Variant, workdir: Path) -> Launc
     return launch_line(variant, local, set(adapter.engine_arg_types()), template, source)
 
 
-def start(spec: FamilySpec, variant: Variant, line: LaunchLine | None = None) -> tuple[Server, LaunchLine]:
+NO_FETCH_RETRIES = {"VLLM_MEDIA_FETCH_MAX_RETRIES": "0"}
+"""The family-configs' render servers fetch an http media URL once: vLLM's media connector, not
+the family's processor, answers an unreachable URL (500 on every family-config of 0.24.0 and
+0.32.0), and its default 3 retries (1 s + 4 s of backoff) would add 5 s of waiting to each
+family-config's bad-request table. One server-wide test keeps vLLM's own retries
+(tests/served/test_served_media_fetch.py). A user's own VLLM_MEDIA_FETCH_MAX_RETRIES is kept."""
+
+
+def start(spec: FamilySpec, variant: Variant, line: LaunchLine | None = None,
+          env: dict[str, str] | None = None) -> tuple[Server, LaunchLine]:
     """A render server for the family-config (not yet ready), on its own launch line or the given
-    one (a user's `vllm serve` line). Raises NotServable."""
+    one (a user's `vllm serve` line). Raises NotServable. `env`: added to the server's environment
+    (default: NO_FETCH_RETRIES, unless the variable is set here)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"vlcheck-served-{config_id(spec, variant)}-"))
     line = line or spec_launch_line(spec, variant, workdir)
     port = free_port()
     argv = [line.model_dir, *line.flags, "--host", "127.0.0.1", "--port", str(port)]
-    return fork_server().start(argv, port, workdir / "server.log"), line
+    if env is None:
+        env = {k: v for k, v in NO_FETCH_RETRIES.items() if k not in os.environ}
+    return fork_server().start(argv, port, workdir / "server.log", env), line
 
 
 def range_text(client: Client, token_ids: list[int], placeholders: dict[str, list[tuple[int, int]]]) -> str:

@@ -162,11 +162,12 @@ class RenderForkServer:
             self.import_s = time.monotonic() - began
         return self._process
 
-    def start(self, argv: list[str], port: int, log: Path) -> Server:
-        """A render server for `vllm launch render ARGV` (not yet ready: call `wait_ready`)."""
+    def start(self, argv: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> Server:
+        """A render server for `vllm launch render ARGV` (not yet ready: call `wait_ready`), with
+        `env` added to its environment."""
         with self._lock:
             process = self._ensure()
-            process.stdin.write(json.dumps({"argv": argv, "log": str(log)}) + "\n")
+            process.stdin.write(json.dumps({"argv": argv, "log": str(log), "env": env or {}}) + "\n")
             process.stdin.flush()
             reply = process.stdout.readline()
         if not reply.strip():
