@@ -72,3 +72,35 @@ def test_a_line_without_a_model_is_rejected(line):
 
     with pytest.raises(ServeLineRejected, match="no model"):
         split(line)
+
+
+def test_a_long_metrics_page_comes_back_whole():
+    """A server's /metrics runs to tens of kB, the multimodal cache counters far down: a client that
+    cut text answers short read them as 0 (the GPU served tier's uuid check failed so on every family)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from vlcheck.gpu.served import metric
+    from vlcheck.served.client import Client
+
+    page = ("# filler\n" * 5000 + 'vllm:mm_cache_hits_total{engine="0",model_name="m"} 1.0\n').encode()
+
+    class Metrics(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        text = Client(f"http://127.0.0.1:{server.server_address[1]}", model="m").metrics()
+    finally:
+        server.shutdown()
+    assert len(text) == len(page)
+    assert metric(text, "vllm:mm_cache_hits") == 1.0

@@ -73,7 +73,7 @@ class Client:
         try:
             body = response.json()
         except ValueError:
-            body = response.text[:500]
+            body = response.text  # whole: a /metrics page runs to tens of kB (messages are cut by `message`)
         return Reply(response.status_code, body, time.monotonic() - began)
 
     def models(self) -> list[str]:
