@@ -218,3 +218,26 @@ def test_a_library_class_rejected_by_pydantic_validation_is_the_librarys_finding
     with pytest.raises(pydantic.ValidationError) as caught:
         ModelConfig(model="x")
     assert raised_by(caught.value) == "vllm"
+
+
+def test_only_versions_that_cannot_install_together_are_remembered_a_missing_tool_stops_the_run(tmp_path, monkeypatch):
+    from vlcheck.gate.points import ToolFailure, Unmeasurable
+
+    store, point = Store(tmp_path), Point("0.33.0", "5.16.1")
+
+    def no_uv(request, **_):
+        raise envs.EnvError("uv is not installed: `pip install uv` (vlcheck makes its environments with it)")
+
+    monkeypatch.setattr(envs, "ensure", no_uv)
+    with pytest.raises(ToolFailure):
+        store.measure(point)
+    assert store.unmeasurable(point) is None and not (tmp_path / "points" / f"{point.name}.json").exists()
+
+    def unsatisfiable(request, **_):
+        raise envs.EnvError(f"{request}: uv pip install failed (exit 1):\n  x No solution found when resolving "
+                            "dependencies:\n  because there is no version of certifi>=2026.10.19")
+
+    monkeypatch.setattr(envs, "ensure", unsatisfiable)
+    with pytest.raises(Unmeasurable):
+        store.measure(point)
+    assert "No solution found" in Store(tmp_path).unmeasurable(point)

@@ -422,6 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     `diff`), and 1 only for a crash of vlcheck itself (Python's code for an uncaught exception)."""
     from vlcheck.gate.diff import ReportError
     from vlcheck.gate.merge import MergeError
+    from vlcheck.gate.points import ToolFailure
 
     args = build_parser().parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM's INFO lines would bury the table
@@ -431,6 +432,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UnknownFamily, SpecError, NeedsChatTemplate, ReportError, MergeError) as e:
         print(f"vlcheck {args.command}: {e}", file=sys.stderr)
         return USAGE
+    except ToolFailure as e:  # vlcheck's own tooling, never a verdict about the versions
+        print(f"vlcheck {args.command}: stopped, nothing recorded about the point: {e}", file=sys.stderr)
+        return 1
     except ValueError as e:
         if args.command not in ("render", "run", "init"):  # arguments a family's example (or a starter) cannot take
             raise

@@ -45,6 +45,16 @@ PACKAGES = ("vllm", "transformers", "torch", "torchvision", "torchaudio", "huggi
 class EnvError(RuntimeError):
     """The environment could not be made; the message names the request and uv's last lines."""
 
+    @property
+    def no_solution(self) -> bool:
+        """The versions cannot be installed together (a fact about them, worth remembering), as
+        opposed to a tool or network failure here (worth retrying, never recorded)."""
+        return any(sign in str(self) for sign in NO_SOLUTION_SIGNS)
+
+
+NO_SOLUTION_SIGNS = ("No solution found when resolving", "requirements are unsatisfiable",
+                     "because there is no version of", "has no wheels with a matching")
+
 
 @dataclass(frozen=True)
 class EnvRequest:

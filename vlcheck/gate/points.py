@@ -38,6 +38,11 @@ class Unmeasurable(RuntimeError):
     """The point cannot be measured: its environment does not install, or vlcheck did not write a report."""
 
 
+class ToolFailure(RuntimeError):
+    """vlcheck could not make an environment for a reason that is not the point's (uv missing, no
+    network, a full disk): the run stops, and nothing is recorded about the point."""
+
+
 class Store:
     """Digests per point, in `root/points/<point>.json`; full reports and logs in `root/runs/`."""
 
@@ -139,6 +144,8 @@ class Store:
         try:
             env = envs.ensure(envs.EnvRequest(point.vllm, point.transformers, torch), log=self.log)
         except envs.EnvError as err:
+            if not err.no_solution:
+                raise ToolFailure(f"{point}: {err}") from err
             self.points[point] = {"point": {"vllm": point.vllm, "transformers": point.transformers},
                                   "cells": {}, "runs": [], "unmeasurable": str(err)[:2000]}
             self._save(point)
