@@ -34,7 +34,7 @@ def test_greedy_outputs_match_golden(family, variant, engine, request):
     actual = {r.shape: r.outputs for r in generation_runs(family, variant, engine)}
     problems = {modality_of(shape): [f"{shape}: {p}" for p in goldens.unusable(out)] for shape, out in actual.items()}
     path = goldens.golden_path(engine.label, config_id(family, variant), engine.platform)
-    now = goldens.environment(engine.dtype)
+    now = goldens.environment(engine.dtype, engine.model_dir)
     evidence = os.environ.get("VLCHECK_GOLDENS_SEEN")
     if evidence:  # what this run generated, for reading beside the golden (scripts/gpu-tier.sh keeps it)
         goldens.save(Path(evidence) / engine.label / path.name, actual, now)
@@ -60,8 +60,9 @@ def test_greedy_outputs_match_golden(family, variant, engine, request):
     for shape in actual:
         problems[modality_of(shape)] += [f"{shape}: {p}" for p in goldens.compare_golden(outputs[shape], actual[shape], tolerance)]
         request.node.user_properties.append((f"golden_distance {shape}", goldens.largest_difference(outputs[shape], actual[shape])))
+    hint = goldens.other_checkpoint(recorded_on, now) if any(problems.values()) else None
     assert_none(f"{family.name} [{variant.kind}]: greedy outputs differ from the golden recorded on {recorded_on} "
-                f"(now {now}):")
+                f"(now {now}):" + (f"\n{hint}" if hint else ""))
 
 
 def test_stop_token_ends_generation(family, variant, engine):

@@ -21,6 +21,7 @@ saying so otherwise; `scripts/gpu-tier.sh --vlcheck-serve all -k test_served_gpu
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -52,7 +53,7 @@ class _Servers:
         self.failed: dict[tuple, tuple[str, str]] = {}
 
     def get(self, family, variant, weights: str, **extra) -> EngineServer:
-        key = (family.name, variant.kind, weights, tuple(sorted(extra.items())))
+        key = (family.name, variant.kind, weights, json.dumps(extra, sort_keys=True))
         if key in self.failed:
             outcome, message = self.failed[key]
             {"skip": pytest.skip, "xfail": pytest.xfail}.get(outcome, lambda m: pytest.fail(m, pytrace=False))(message)
@@ -218,15 +219,52 @@ def test_bad_requests_get_4xx(family, variant, served):
     assert http.models(), f"{family.name} [{variant.kind}] served: the server stopped answering after the bad requests"
 
 
+def _cache_sized_to_evict(family, variant, weights: str) -> tuple[dict, list]:
+    """(server args, images): images only (the other modalities' limits 0), three images as large as
+    the startup profile's own image, and a processor cache of 1.5 of them. The profile puts its
+    largest item of each modality in the cache, and vLLM refuses to start when one is larger than
+    the whole cache (cachetools "value too large"; measured on qwen2_vl: a 12 MB image and a 36 MB
+    video against 1 MB): so the cache holds one such image, never two, and every switch evicts."""
+    from vlcheck.adapter.processor import processed_bytes, profile_media
+    from vlcheck.gpu.engines import engine_args
+
+    args, _, local = engine_args(family, variant, weights)
+    limits = {m: (n if m == "image" else 0) for m, n in (args.get("limit_mm_per_prompt") or {"image": 1}).items()}
+    args["limit_mm_per_prompt"] = limits
+    profiled = profile_media(local, args)["image"]
+    images = [image.resize(profiled.size) for image in items(variant, "image", 3)]
+    largest = max(processed_bytes(local, args, "image", image) for image in [profiled, *images])
+    return {"limit_mm_per_prompt": limits, "mm_processor_cache_gb": round(1.5 * largest / 2**30, 6)}, images
+
+
 def test_interleaved_under_small_processor_cache(family, variant, request):
-    """A processor cache of 1 MB evicts between requests: A, B, A, C, B, A each answer as alone.
+    """Under a processor cache that holds one item, A, B, A, C, B, A each answer as alone, and the
+    server's /metrics show the misses (else the cache did not evict and nothing was tested).
     Last in the module: it needs its own server (the others share the default one)."""
     _selected(family, variant, request)
-    served = _servers.get(family, variant, request.config.getoption("--vlcheck-weights"), mm_processor_cache_gb=0.001,
-                           enable_prefix_caching=True)
+    if "image" not in variant.modalities:
+        pytest.skip(f"{family.name} [{variant.kind}]: sized with images; this family-config takes none")
+    weights = request.config.getoption("--vlcheck-weights")
+    sized, images = _cache_sized_to_evict(family, variant, weights)
+    served = _servers.get(family, variant, weights, enable_prefix_caching=True, **sized)
+    from vlcheck.served.client import Client
+
+    http = Client(served.server.url, variant.model)
     client = _client(served)
+    question = default_questions(variant, "image")[0]
+
+    def ask(i):
+        return _greedy(client, variant, chat_messages(variant, "image", question, 1, None, [data_url("image", images[i])]))[0]
+
     order = [0, 1, 0, 2, 1, 0]
-    alone = {i: _greedy(client, variant, _messages(variant, i))[0] for i in set(order)}
-    answers = [_greedy(client, variant, _messages(variant, i))[0] for i in order]
+    alone = {i: ask(i) for i in sorted(set(order))}
+    queries, hits = metric(http.metrics(), "vllm:mm_cache_queries"), metric(http.metrics(), "vllm:mm_cache_hits")
+    answers = [ask(i) for i in order]
+    misses = (metric(http.metrics(), "vllm:mm_cache_queries") - queries) - (metric(http.metrics(), "vllm:mm_cache_hits") - hits)
+    request.node.user_properties += [("processor_cache_mb", round(sized["mm_processor_cache_gb"] * 2**30 / 1e6, 3)),
+                                     ("interleaved_cache_misses", misses)]
     problems = compare([alone[i] for i in order], answers)
     assert not problems, f"{family.name} [{variant.kind}] served: interleaved requests answer differently: {problems}"
+    assert misses >= len(order), (
+        f"{family.name} [{variant.kind}] served: a {sized['mm_processor_cache_gb'] * 2**30 / 1e6:.2f} MB processor cache missed "
+        f"{misses:g} of {len(order)} interleaved requests: it did not evict, so eviction was not tested")

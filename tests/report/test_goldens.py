@@ -97,3 +97,22 @@ def test_goldens_keep_where_they_were_recorded_and_old_ones_still_load(tmp_path)
     assert load(tmp_path / "old.json") == (None, {"image x1": GOLDEN}) and not same_environment(None, here)
     assert load(tmp_path / "absent.json") is None
     assert tolerance_for(recorded_on, here) == REPEAT_TOLERANCE < tolerance_for(None, here) == NOISE_TOLERANCE
+
+
+def test_a_golden_made_on_another_checkpoint_says_so_and_the_rule_ignores_the_fingerprint(tmp_path):
+    from vlcheck.gpu import goldens as g
+
+    (tmp_path / "config.json").write_text('{"vocab_size": 2048}')
+    (tmp_path / "model.safetensors").write_bytes(b"\x02\0\0\0\0\0\0\0{}" + b"\1" * 64)
+    before = g.checkpoint_fingerprint(tmp_path)
+    assert g.checkpoint_fingerprint(tmp_path) == before  # a folder is its content
+    (tmp_path / "config.json").write_text('{"vocab_size": 896}')  # ovis's builder change, as it happened
+    after = g.checkpoint_fingerprint(tmp_path)
+    assert after != before
+    env = {"vllm": "0.24.0", "torch": "2.11.0", "gpu": "H200", "dtype": "float32"}
+    recorded, now = {**env, "checkpoint": before}, {**env, "checkpoint": after}
+    assert g.same_environment(recorded, now)  # the tolerance is the environment's, not the checkpoint's
+    assert before in g.other_checkpoint(recorded, now) and after in g.other_checkpoint(recorded, now)
+    assert g.other_checkpoint({**env, "checkpoint": after}, now) is None
+    assert "does not say which checkpoint" in g.other_checkpoint(env, now)
+    assert g.other_checkpoint(recorded, env) is None  # nothing known about this run's checkpoint

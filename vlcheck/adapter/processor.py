@@ -99,3 +99,47 @@ def apply_processor(processor: Processor, prompt: str, mm_data: dict) -> dict:
         "prompt_token_ids": list(out["prompt_token_ids"]),
         "placeholders": {m: [(p.offset, p.length) for p in ranges] for m, ranges in out["mm_placeholders"].items()},
     }
+
+
+def profile_media(local_dir: str, engine_args: dict) -> dict[str, Any]:
+    """Per modality the engine takes, the one item its startup profile processes (the largest the
+    model takes): `dummy_inputs.get_dummy_mm_data`, the same on vllm 0.24 and 0.32."""
+    proc = create_processor(local_dir, {"dtype": "auto", **engine_args}).vllm_processor
+    config = proc.info.ctx.model_config
+    limits = config.get_multimodal_config().limit_per_prompt
+    out = {}
+    for modality in proc.info.get_supported_mm_limits():
+        limit = limits.get(modality)
+        if limit is not None and (getattr(limit, "count", limit) or 0) > 0:
+            media = proc.dummy_inputs.get_dummy_mm_data(config.max_model_len, {modality: 1}, limits)[modality]
+            out[modality] = media[0] if isinstance(media, list) else media
+    return out
+
+
+def processed_bytes(local_dir: str, engine_args: dict, modality: str, item: Any) -> int:
+    """Bytes of one processed item as vLLM's processor cache counts them (`MultiModalCache.get_item_size`,
+    else the tensors' bytes), in the dtype the engine resolves (`auto` unless the args say)."""
+    proc = create_processor(local_dir, {"dtype": "auto", **engine_args}).vllm_processor
+    text = proc.dummy_inputs.get_dummy_text({modality: 1})
+    out = proc(text, mm_items=proc.info.parse_mm_data({modality: [item]}), hf_processor_mm_kwargs={})
+    processed = out["mm_kwargs"][modality][0]
+    try:
+        from vllm.multimodal.cache import MultiModalCache  # vllm 0.24
+    except ImportError:
+        try:
+            from vllm.multimodal.cache.base import MultiModalCache  # vllm 0.32: a package
+        except ImportError:
+            return _tensor_bytes(processed)
+    return MultiModalCache.get_item_size(processed)
+
+
+def _tensor_bytes(value: Any) -> int:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.nbytes
+    if isinstance(value, dict) or hasattr(value, "values") and callable(value.values):
+        return sum(_tensor_bytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    return _tensor_bytes(value.data) if hasattr(value, "data") else 0

@@ -20,6 +20,7 @@ token:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -54,14 +55,56 @@ def from_outputs(outputs) -> list[dict[str, Any]]:
     return out
 
 
-def environment(dtype: str) -> dict[str, str]:
-    """What a golden was recorded on: a repeat on the same is exact."""
+def environment(dtype: str, model_dir: str | Path | None = None) -> dict[str, str]:
+    """What a golden was recorded on: a repeat on the same is exact. With `model_dir`, also the
+    checkpoint's fingerprint: not part of the rule, but what tells a golden made on another
+    checkpoint (vlcheck built it differently) from a change of vLLM's."""
     import torch
 
     from vlcheck.core.versions import installed
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    return {"vllm": installed()["vllm"] or "?", "torch": torch.__version__, "gpu": gpu, "dtype": dtype}
+    now = {"vllm": installed()["vllm"] or "?", "torch": torch.__version__, "gpu": gpu, "dtype": dtype}
+    if model_dir is not None:
+        now["checkpoint"] = checkpoint_fingerprint(model_dir)
+    return now
+
+
+FULLY_HASHED_BYTES = 64 << 20
+"""Files up to this size are hashed whole (every synthetic checkpoint); a larger one (a user's real
+weights) by its size and safetensors header (names, shapes, dtypes)."""
+
+
+def checkpoint_fingerprint(model_dir: str | Path) -> str:
+    """sha256 (16 hex) over the checkpoint folder's files: configs, tokenizer, processor, weights."""
+    h = hashlib.sha256()
+    root = Path(model_dir)
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and ".cache" not in p.parts):
+        size = path.stat().st_size
+        h.update(f"{path.relative_to(root)}\0{size}\0".encode())
+        with open(path, "rb") as f:
+            if size <= FULLY_HASHED_BYTES:
+                h.update(f.read())
+            elif path.suffix == ".safetensors":
+                header = int.from_bytes(f.read(8), "little")
+                h.update(f.read(min(header, FULLY_HASHED_BYTES)))
+    return h.hexdigest()[:16]
+
+
+def other_checkpoint(recorded_on: dict | None, now: dict[str, str]) -> str | None:
+    """Why a golden's difference may be vlcheck's, not vLLM's: it was made on another checkpoint."""
+    if "checkpoint" not in now:
+        return None
+    was = (recorded_on or {}).get("checkpoint")
+    if was is None:
+        return ("the golden does not say which checkpoint it was made on (recorded before checkpoints were "
+                f"fingerprinted; this one is {now['checkpoint']}): if vlcheck's synthetic checkpoint changed "
+                "since, re-record it (--vlcheck-update-goldens) after reading the difference")
+    if was != now["checkpoint"]:
+        return (f"the golden was made on another checkpoint (fingerprint {was}, this run's {now['checkpoint']}): "
+                "the checkpoint changed (vlcheck builds it differently, or your model folder changed), not "
+                "necessarily vLLM; re-record (--vlcheck-update-goldens) after reading the difference")
+    return None
 
 
 def same_environment(recorded_on: dict | None, now: dict[str, str]) -> bool:

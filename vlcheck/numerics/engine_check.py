@@ -50,8 +50,11 @@ def _measure(spec: FamilySpec, variant: Variant, handle, name: str) -> CheckResu
         facts["golden"] = "none recorded"
     else:
         recorded_on, golden = stored
-        tolerance = goldens.tolerance_for(recorded_on, goldens.environment(handle.dtype))
+        now = goldens.environment(handle.dtype, handle.model_dir)
+        tolerance = goldens.tolerance_for(recorded_on, now)
         moved = [f"{r.shape}: {p}" for r in runs for p in goldens.compare_golden(golden.get(r.shape, []), r.outputs, tolerance)]
+        if moved and (hint := goldens.other_checkpoint(recorded_on, now)):
+            moved.append(hint)
         facts["golden"] = moved or "match"
         problems += moved
 
