@@ -21,6 +21,7 @@ saying so otherwise; `scripts/gpu-tier.sh --vlcheck-serve all -k test_served_gpu
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +58,8 @@ class _Servers:
         if key in self.failed:
             outcome, message = self.failed[key]
             {"skip": pytest.skip, "xfail": pytest.xfail}.get(outcome, lambda m: pytest.fail(m, pytrace=False))(message)
+        if key == self.key:
+            self.raise_if_died(family, variant)  # died after the test that used it last
         if key != self.key:
             self.close()
             try:
@@ -75,6 +78,22 @@ class _Servers:
             self.key = key
         return self.current
 
+    def raise_if_died(self, family, variant) -> None:
+        """A test failed: if the server's engine died under it (vLLM ends the server when its engine
+        core dies), that is the outcome, declared (`generation`: xfail) or not (a failure quoting the
+        engine's last words), and every later test of the family-config repeats it at once."""
+        if self.current is None or self.current.server.alive():
+            return
+        from vlcheck.served.server import log_tail
+
+        message = (f"{family.name} [{variant.kind}] served: the engine died while serving "
+                   f"({self.current.server.log}):\n{log_tail(self.current.server.log)}")
+        declared = variant.deviation("generation")
+        self.failed[self.key] = ("xfail", f"declared deviation: {declared} ({message})") if declared else ("fail", message)
+        key, self.current, self.key = self.key, None, None
+        outcome, text = self.failed[key]
+        {"xfail": pytest.xfail}.get(outcome, lambda m: pytest.fail(m, pytrace=False))(text)
+
     def close(self):
         if self.current is not None:
             self.current.server.stop()
@@ -82,6 +101,19 @@ class _Servers:
 
 
 _servers = _Servers()
+
+
+def _engine_may_die(test):
+    """A test that fails because the server's engine died ends as the death's outcome (see
+    `_Servers.raise_if_died`), not as the connection error it caused."""
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        try:
+            return test(*args, **kwargs)
+        except Exception:
+            _servers.raise_if_died(kwargs["family"], kwargs["variant"])
+            raise
+    return run
 
 
 def _selected(family, variant, request) -> None:
@@ -129,6 +161,7 @@ def _greedy(client, variant, messages):
     return as_golden(reply.choices[0], reply.usage.prompt_tokens), reply
 
 
+@_engine_may_die
 def test_chat_and_stream_agree(family, variant, served):
     client = _client(served)
     messages = _messages(variant)
@@ -139,6 +172,7 @@ def test_chat_and_stream_agree(family, variant, served):
         f"{family.name} [{variant.kind}] served: the streamed answer differs from the whole one")
 
 
+@_engine_may_die
 def test_prompt_tokens_match_cpu_render(family, variant, served):
     from vlcheck.served.render import served_record
 
@@ -154,6 +188,7 @@ def test_prompt_tokens_match_cpu_render(family, variant, served):
         f"server counts {len(record.renders[shape].token_ids)} for the same request")
 
 
+@_engine_may_die
 def test_stop_token_ends_answer(family, variant, served):
     client = _client(served)
     first, _ = _greedy(client, variant, _messages(variant))
@@ -167,6 +202,7 @@ def test_stop_token_ends_answer(family, variant, served):
         f"(finish_reason {reply.choices[0].finish_reason!r})")
 
 
+@_engine_may_die
 def test_uuid_hits_in_metrics(family, variant, served):
     client = _client(served)
     from vlcheck.served.client import Client
@@ -185,6 +221,7 @@ def test_uuid_hits_in_metrics(family, variant, served):
     assert not problems, f"{family.name} [{variant.kind}] served: uuid resend answers differently: {problems}"
 
 
+@_engine_may_die
 def test_isolation_under_concurrency(family, variant, served):
     """Same text, different images, sent together (prefix caching on: the text prefix is shared):
     each answer is the one the request gets alone."""
@@ -196,6 +233,7 @@ def test_isolation_under_concurrency(family, variant, served):
     assert not problems, f"{family.name} [{variant.kind}] served: concurrent requests answer differently: {problems}"
 
 
+@_engine_may_die
 def test_bad_requests_get_4xx(family, variant, served):
     from vlcheck.served.bad_requests import run_cases
     from vlcheck.served.client import Client
@@ -219,27 +257,52 @@ def test_bad_requests_get_4xx(family, variant, served):
     assert http.models(), f"{family.name} [{variant.kind}] served: the server stopped answering after the bad requests"
 
 
+DISTINCT = 4
+"""Images the small-cache check cycles through, under a cache of DISTINCT - 1 of them: LRU misses
+every one of a cycle longer than it holds. Sized from this process's estimate of an item, which
+the engine's own processor exceeded on vLLM's CPU build (a 1.6 MB cache for an estimated 1.1 MB
+image: "value too large"), so the cache has room for that, and the cycle still evicts."""
+
+
 def _cache_sized_to_evict(family, variant, weights: str) -> tuple[dict, list]:
-    """(server args, images): images only (the other modalities' limits 0), three images as large as
-    the startup profile's own image, and a processor cache of 1.5 of them. The profile puts its
-    largest item of each modality in the cache, and vLLM refuses to start when one is larger than
-    the whole cache (cachetools "value too large"; measured on qwen2_vl: a 12 MB image and a 36 MB
-    video against 1 MB): so the cache holds one such image, never two, and every switch evicts."""
+    """(server args, images): the example's images only (the other modalities' limits 0), the startup
+    profile's dummy image made as small as they are (`--limit-mm-per-prompt`'s width and height), and
+    a processor cache of DISTINCT - 1 items. The profile puts its largest item of each modality in
+    the cache, and vLLM refuses to start when one is larger than the whole cache (cachetools
+    "value too large"; measured on qwen2_vl: a 12 MB image and a 36 MB video against 1 MB)."""
     from vlcheck.adapter.processor import processed_bytes, profile_media
     from vlcheck.gpu.engines import engine_args
 
     args, _, local = engine_args(family, variant, weights)
-    limits = {m: (n if m == "image" else 0) for m, n in (args.get("limit_mm_per_prompt") or {"image": 1}).items()}
+    images = items(variant, "image", DISTINCT)
+    width, height = max(i.size[0] for i in images), max(i.size[1] for i in images)
+    count = (args.get("limit_mm_per_prompt") or {}).get("image", 1)
+    limits = {m: 0 for m in (args.get("limit_mm_per_prompt") or {})}
+    limits["image"] = {"count": getattr(count, "count", count), "width": width, "height": height}
     args["limit_mm_per_prompt"] = limits
-    profiled = profile_media(local, args)["image"]
-    images = [image.resize(profiled.size) for image in items(variant, "image", 3)]
-    largest = max(processed_bytes(local, args, "image", image) for image in [profiled, *images])
-    return {"limit_mm_per_prompt": limits, "mm_processor_cache_gb": round(1.5 * largest / 2**30, 6)}, images
+    why_not = f"{family.name} [{variant.kind}]: cannot size a processor cache that evicts:"
+    try:
+        profiled = profile_media(local, args)["image"]
+        if profiled.size[0] > width or profiled.size[1] > height:
+            pytest.skip(f"{why_not} the startup profile's image is {profiled.size[0]}x{profiled.size[1]}: this "
+                        f"family's dummy inputs ignore --limit-mm-per-prompt's width and height ({width}x{height})")
+        images = [image.resize(profiled.size) for image in images]  # all alike: the cache holds one
+        sizes = [processed_bytes(local, args, "image", image) for image in [profiled, *images]]
+    except Exception as err:  # noqa: BLE001 - vLLM's processor on the profile's image: nothing to size with
+        pytest.skip(f"{why_not} vLLM's processor on the startup profile's image raised {type(err).__name__}: "
+                    f"{str(err)[:300]}")
+    cache = (DISTINCT - 1) * max(sizes)
+    if DISTINCT * min(sizes[1:]) <= cache:
+        pytest.skip(f"{why_not} the startup profile's image ({sizes[0] / 1e6:.2f} MB processed) needs a cache "
+                    f"that holds {DISTINCT} of the example's images ({min(sizes[1:]) / 1e6:.2f} MB each)")
+    return {"limit_mm_per_prompt": limits, "mm_processor_cache_gb": round(cache / 2**30, 6)}, images
 
 
+@_engine_may_die
 def test_interleaved_under_small_processor_cache(family, variant, request):
-    """Under a processor cache that holds one item, A, B, A, C, B, A each answer as alone, and the
-    server's /metrics show the misses (else the cache did not evict and nothing was tested).
+    """Under a processor cache smaller than the cycle of images sent twice (A, B, C, D, A, B, C, D),
+    each answers as alone, and the server's /metrics show every request missed (else the cache did
+    not evict and nothing was tested).
     Last in the module: it needs its own server (the others share the default one)."""
     _selected(family, variant, request)
     if "image" not in variant.modalities:
@@ -256,7 +319,7 @@ def test_interleaved_under_small_processor_cache(family, variant, request):
     def ask(i):
         return _greedy(client, variant, chat_messages(variant, "image", question, 1, None, [data_url("image", images[i])]))[0]
 
-    order = [0, 1, 0, 2, 1, 0]
+    order = [*range(DISTINCT), *range(DISTINCT)]
     alone = {i: ask(i) for i in sorted(set(order))}
     queries, hits = metric(http.metrics(), "vllm:mm_cache_queries"), metric(http.metrics(), "vllm:mm_cache_hits")
     answers = [ask(i) for i in order]

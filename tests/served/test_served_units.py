@@ -104,3 +104,23 @@ def test_a_long_metrics_page_comes_back_whole():
         server.shutdown()
     assert len(text) == len(page)
     assert metric(text, "vllm:mm_cache_hits") == 1.0
+
+
+def test_a_launch_line_is_served_and_compared_with_the_offline_path_on_its_own_flags():
+    """The user's line, its flags changing the processor (a smaller max_pixels than the example's): the
+    served prompt is compared with vLLM's processor run with the same flags, so it agrees, and has
+    fewer tokens than the example's own line gives."""
+    from vlcheck.served.launch_lines import check_line
+
+    example = ("vllm serve Qwen/Qwen2-VL-7B-Instruct --max-model-len 4096 "
+               """--limit-mm-per-prompt '{"image": 1}' --mm-processor-kwargs '{"min_pixels": 784, "max_pixels": %d}'""")
+    counts = {}
+    for max_pixels in (1003520, 50176):
+        launch, served = check_line(example % max_pixels)
+        if served.status.value == "skip":
+            pytest.skip(f"not servable here: {served.reason}")
+        assert launch.status.value == "pass", launch.reason
+        assert served.status.value == "pass", (served.reason, served.details)
+        assert "2 equal to the offline path with the line's flags" in served.reason and "not compared" not in served.reason, served.reason
+        counts[max_pixels] = served.data["served_placeholders"]
+    assert counts[50176] != counts[1003520], counts

@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 
 from vlcheck import adapter
-from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+from vlcheck.checkpoints.folders import model_files
+from vlcheck.checkpoints.synthetic import NotBuildable
 from vlcheck.core.results import CheckResult, Status, crashed, declared_deviation, raised_by
 from vlcheck.prompt.conformance import template_unavailable
 from vlcheck.prompt.render import default_questions
 from vlcheck.prompt.requests import example_prompt, media_data
 from vlcheck.prompt.templates import TemplateUnavailable
-from vlcheck.spec.models import local_dir
 from vlcheck.spec.schema import FamilySpec, Variant
 
 
@@ -39,7 +39,7 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     of every item is recorded (and snapshotted)."""
     where = f"[{variant.kind}]"
     try:  # a model folder's own config, tokenizer and processor files; else the synthetic checkpoint
-        local = local_dir(variant.model) or checkpoint_dir(spec, variant)
+        local = model_files(spec, variant)
     except NotBuildable as err:
         return CheckResult(spec.name, "processor", Status.SKIP, f"{where} no checkpoint: {err}")
     except Exception as err:  # noqa: BLE001 - the builder is vlcheck's: whatever it raises is an error, never a fail

@@ -136,10 +136,10 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
     (`mm_processor_cache_gb=0`); where the two differ, the outcome names both, and takes the
     worse kind. The cases run in guarded children (`vlcheck.hostile.guard`), a batch per child."""
     from vlcheck import adapter
-    from vlcheck.checkpoints.synthetic import checkpoint_dir
+    from vlcheck.checkpoints.folders import model_files
     from vlcheck.prompt.render import default_questions
 
-    local = checkpoint_dir(spec, variant)
+    local = model_files(spec, variant)
     modality = variant.primary_modality
     args = variant.engine_args_for(modality, variant.max_images or 1)
     max_len = args.get("max_model_len")

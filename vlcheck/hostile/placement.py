@@ -105,14 +105,15 @@ def placements(spec: FamilySpec, variant: Variant, local: str, engine_args: dict
 def placement_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     """The catalogue's `placement` check: one line per path (fact `<variant>.placement`); fails
     when, as served, the features land where the user typed the placeholder."""
-    from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+    from vlcheck.checkpoints.folders import model_files
+    from vlcheck.checkpoints.synthetic import NotBuildable
     from vlcheck.gpu.engines import variant_engine_args
     from vlcheck.prompt.conformance import template_unavailable
     from vlcheck.prompt.templates import TemplateUnavailable
 
     where = f"[{variant.kind}]"
     try:
-        local = checkpoint_dir(spec, variant)
+        local = model_files(spec, variant)
     except NotBuildable as err:
         return CheckResult(spec.name, "placement", Status.SKIP, f"{where} no checkpoint: {err}")
     try:

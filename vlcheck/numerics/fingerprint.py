@@ -76,14 +76,15 @@ def fingerprints_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     `<variant>.fingerprints` (the lines of `snapshots/test_fingerprints/`). It passes when vLLM's
     processor produced them; what they are is compared by `vlcheck diff` and the snapshots."""
     from vlcheck import adapter
-    from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+    from vlcheck.checkpoints.folders import model_files
+    from vlcheck.checkpoints.synthetic import NotBuildable
     from vlcheck.gpu.engines import variant_engine_args
     from vlcheck.prompt.conformance import template_unavailable
     from vlcheck.prompt.templates import TemplateUnavailable
 
     where = f"[{variant.kind}]"
     try:
-        local = checkpoint_dir(spec, variant)
+        local = model_files(spec, variant)
     except NotBuildable as err:
         return CheckResult(spec.name, "fingerprints", Status.SKIP, f"{where} no checkpoint: {err}")
     try:

@@ -131,11 +131,33 @@ def check_line(line: str) -> list[CheckResult]:
                 CheckResult(row, "served", Status.SKIP, "the configuration does not resolve")]
     data = {"launch.line": line, "launch.model_files": resolved.kind, **{f"launch.{k}": v for k, v in facts.items()}}
     launch = CheckResult(row, "launch", Status.PASS, f"parsed by vllm {version}; model files: {resolved.kind}", data=data)
-    return [launch, served_cell(row, line, model, flags, resolved)]
+    return [launch, served_cell(row, line, model, flags, resolved, offline_engine_args(facts))]
 
 
-def served_cell(row: str, line: str, model: str, flags: list[str], resolved: ResolvedModel) -> CheckResult:
-    from vlcheck.served.checks import contract_problems, facts
+OFFLINE_FACTS = ("max_model_len", "limit_mm_per_prompt", "mm_processor_kwargs")
+"""The resolved facts of a launch line that shape vLLM's processor: the offline side of its served
+comparison runs with them, so a difference is the serving path's, not the flags'."""
+
+
+def offline_engine_args(facts: dict) -> dict:
+    """The facts as engine args again: a resolved limit reads {"count": 1, "width": None, ...}, which
+    vLLM's ModelConfig refuses (None is not a size)."""
+    args = {k: facts[k] for k in OFFLINE_FACTS if facts.get(k) is not None}
+    if isinstance(args.get("limit_mm_per_prompt"), dict):
+        limits = {}
+        for modality, limit in args["limit_mm_per_prompt"].items():
+            if isinstance(limit, dict):
+                limit = {k: v for k, v in limit.items() if v is not None}
+                limit = limit.get("count", 1) if set(limit) <= {"count"} else limit
+            limits[modality] = limit
+        args["limit_mm_per_prompt"] = limits
+    return args
+
+
+def served_cell(row: str, line: str, model: str, flags: list[str], resolved: ResolvedModel,
+                offline_args: dict | None = None) -> CheckResult:
+    from vlcheck.core.results import declared_deviation
+    from vlcheck.served.checks import contract_problems, facts, offline_differences
     from vlcheck.served.launch import LaunchLine
     from vlcheck.served.render import NotServable, serve
     from vlcheck.served.server import ServerFailed
@@ -153,7 +175,7 @@ def served_cell(row: str, line: str, model: str, flags: list[str], resolved: Res
             user_line.flags += ["--chat-template", str(template)]
             user_line.template_source = source + " (the synthetic checkpoint has none of its own)"
     try:
-        record = serve(spec, variant, line=user_line, compare_offline=False)
+        record = serve(spec, variant, line=user_line, offline_args=offline_args or {})
     except NotServable as err:
         return CheckResult(row, "served", Status.SKIP, str(err))
     except ServerFailed as err:
@@ -164,5 +186,14 @@ def served_cell(row: str, line: str, model: str, flags: list[str], resolved: Res
     data["served_launch"] = line
     if problems:
         return CheckResult(row, "served", Status.FAIL, problems[0], problems, data)
+    differences = offline_differences(record)
+    if differences:  # what this line serves differs from vLLM's processor on the same files and flags
+        result = CheckResult(row, "served", Status.FAIL, f"served vs offline: {' '.join(differences[0].splitlines()[:4])[:400]}",
+                             differences, data)
+        return declared_deviation(result, variant)
+    compared = sum(1 for o in record.offline.values() if not o.error)
+    not_compared = [f"{shape}: {o.error[:160]}" for shape, o in record.offline.items() if o.error]
     return CheckResult(row, "served", Status.PASS, f"{spec.name}'s example requests served by this line "
-                       f"(server up in {record.start_s:.1f} s)", data=data)
+                       f"(server up in {record.start_s:.1f} s); {compared} equal to the offline path with the "
+                       "line's flags" + (f", {len(not_compared)} not compared ({not_compared[0]})" if not_compared else ""),
+                       details=not_compared, data=data)

@@ -155,10 +155,11 @@ def _model_type(checkpoint: str | None) -> str | None:
 def spec_launch_line(spec: FamilySpec, variant: Variant, workdir: Path) -> LaunchLine:
     """The family-config's own launch line on its synthetic checkpoint. Raises NotServable."""
     from vlcheck import adapter
-    from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+    from vlcheck.checkpoints.folders import model_files
+    from vlcheck.checkpoints.synthetic import NotBuildable
 
     try:
-        local = str(checkpoint_dir(spec, variant))
+        local = str(model_files(spec, variant))
     except NotBuildable as err:
         raise NotServable(f"no checkpoint: {err}") from None
     template, source = chat_template_for(variant, workdir, local)
@@ -234,18 +235,20 @@ def rendered(client: Client, shape: str, reply: Reply, with_text: bool = True) -
     return out
 
 
-def offline(spec: FamilySpec, variant: Variant, modality: str, count: int, client: Client) -> Offline:
+def offline(spec: FamilySpec, variant: Variant, modality: str, count: int, client: Client,
+            model_dir: str | None = None, engine_args: dict | None = None) -> Offline:
     """vLLM's processor on the example's own prompt (what the offline example sends to `LLM.generate`),
-    with the processor cache an engine has by default."""
+    with the processor cache an engine has by default; on the spec's engine args and model files, or
+    on `model_dir` with `engine_args` (a user's launch line: what its flags configure)."""
     from vlcheck import adapter
-    from vlcheck.checkpoints.synthetic import checkpoint_dir
+    from vlcheck.checkpoints.folders import model_files
     from vlcheck.prompt.requests import example_prompt, media_data
     from vlcheck.prompt.templates import TemplateUnavailable
 
     shape = shape_name(modality, count)
     try:
         prompt = example_prompt(spec, variant, modality, default_questions(variant, modality)[0], count)
-        processor = _offline_processor(str(checkpoint_dir(spec, variant)), variant, modality)
+        processor = _offline_processor(model_dir or str(model_files(spec, variant)), variant, modality, engine_args)
         out = adapter.apply_processor(processor, prompt, {modality: media_data(variant, modality, count)})
     except TemplateUnavailable as err:
         return Offline(shape, error=f"the example's prompt needs its chat template: {err}", unavailable=True)
@@ -259,12 +262,12 @@ def offline(spec: FamilySpec, variant: Variant, modality: str, count: int, clien
 _processors = threading.local()
 
 
-def _offline_processor(local: str, variant: Variant, modality: str):
+def _offline_processor(local: str, variant: Variant, modality: str, args: dict | None = None):
     import json
 
     from vlcheck import adapter
 
-    args = variant.engine_args_for(modality, variant.max_images or 1)
+    args = args if args is not None else variant.engine_args_for(modality, variant.max_images or 1)
     # the two variants of a family may share a checkpoint but not their mm_processor_kwargs
     key = (local, json.dumps(args, sort_keys=True, default=str))
     if getattr(_processors, "key", None) != key:  # one per thread: processors hold tokenizers and HF processors
@@ -294,11 +297,11 @@ def content_format(server: Server) -> str | None:
 
 
 def serve(spec: FamilySpec, variant: Variant, with_bad_requests: bool = True, line: LaunchLine | None = None,
-          compare_offline: bool = True) -> ServedRecord:
+          offline_args: dict | None = None) -> ServedRecord:
     """Start the family-config's server, send everything, stop it. Raises NotServable (skip) and
     ServerFailed (the server did not come up: vLLM's or the launch line's). `line`: a user's
-    launch line instead of the spec's (its flags may change what the offline path would get, so
-    `compare_offline=False` there)."""
+    launch line instead of the spec's; its flags change what the offline path gets, so the offline
+    side then runs on the line's model files with `offline_args` (the engine args the line resolves to)."""
     server, line = start(spec, variant, line)
     try:
         server.wait_ready()
@@ -310,8 +313,8 @@ def serve(spec: FamilySpec, variant: Variant, with_bad_requests: bool = True, li
             messages = chat_messages(variant, modality, default_questions(variant, modality)[0], count)
             record.renders[shape] = rendered(client, shape, client.render_chat(messages))
             record.tokenized[shape] = client.tokenize_chat(messages)
-            if compare_offline:
-                record.offline[shape] = offline(spec, variant, modality, count, client)
+            record.offline[shape] = (offline(spec, variant, modality, count, client, line.model_dir, offline_args)
+                                     if offline_args is not None else offline(spec, variant, modality, count, client))
         first = record.renders[shape_name(*shapes(variant)[0])]
         if first.ok:
             record.uuid = uuid_round_trip(client, spec, variant, first)
@@ -359,9 +362,22 @@ def served_record(spec: FamilySpec, variant: Variant) -> ServedRecord | NotServa
     return _future(spec, variant, None).result()
 
 
+def _import_builders_here() -> None:
+    """Import what a checkpoint build reaches through transformers' lazy module before the pool's
+    threads build checkpoints beside this one: two threads first touching it at once made one of
+    them raise "cannot import name 'CONFIG_MAPPING' from 'transformers'" (aria's served cell, an
+    `error` at 12 of 17 matrix points, where each new environment builds its checkpoints anew)."""
+    import transformers.models.auto.configuration_auto  # noqa: F401
+    import transformers.models.auto.image_processing_auto  # noqa: F401
+    import transformers.models.auto.processing_auto  # noqa: F401
+    import transformers.models.auto.tokenization_auto  # noqa: F401
+    from transformers import CONFIG_MAPPING  # noqa: F401
+
+
 def serve_ahead(families) -> ThreadPoolExecutor:
     """Serve every family-config of `families` in the background, SIDE_BY_SIDE servers at a time,
     so that `served_record` finds them ready (`vlcheck check`)."""
+    _import_builders_here()
     pool = ThreadPoolExecutor(max_workers=SIDE_BY_SIDE, thread_name_prefix="vlcheck-served")
     for spec in families:
         for variant in spec.variants:
