@@ -80,3 +80,15 @@ def class_at(path: str):
 
     module, _, name = path.rpartition(".")
     return getattr(importlib.import_module(module), name)
+
+
+def import_auto_tables() -> None:
+    """Import what a checkpoint build reaches through transformers' lazy module, once, before threads
+    build checkpoints side by side: two threads first touching it at once made one of them raise
+    "cannot import name 'CONFIG_MAPPING' from 'transformers'" (aria's served cell, an `error` at 12 of
+    17 matrix points, where each new environment builds its checkpoints anew)."""
+    import transformers.models.auto.configuration_auto  # noqa: F401
+    import transformers.models.auto.image_processing_auto  # noqa: F401
+    import transformers.models.auto.processing_auto  # noqa: F401
+    import transformers.models.auto.tokenization_auto  # noqa: F401
+    from transformers import CONFIG_MAPPING  # noqa: F401

@@ -362,22 +362,12 @@ def served_record(spec: FamilySpec, variant: Variant) -> ServedRecord | NotServa
     return _future(spec, variant, None).result()
 
 
-def _import_builders_here() -> None:
-    """Import what a checkpoint build reaches through transformers' lazy module before the pool's
-    threads build checkpoints beside this one: two threads first touching it at once made one of
-    them raise "cannot import name 'CONFIG_MAPPING' from 'transformers'" (aria's served cell, an
-    `error` at 12 of 17 matrix points, where each new environment builds its checkpoints anew)."""
-    import transformers.models.auto.configuration_auto  # noqa: F401
-    import transformers.models.auto.image_processing_auto  # noqa: F401
-    import transformers.models.auto.processing_auto  # noqa: F401
-    import transformers.models.auto.tokenization_auto  # noqa: F401
-    from transformers import CONFIG_MAPPING  # noqa: F401
-
-
 def serve_ahead(families) -> ThreadPoolExecutor:
     """Serve every family-config of `families` in the background, SIDE_BY_SIDE servers at a time,
     so that `served_record` finds them ready (`vlcheck check`)."""
-    _import_builders_here()
+    from vlcheck.adapter.hf_classes import import_auto_tables
+
+    import_auto_tables()
     pool = ThreadPoolExecutor(max_workers=SIDE_BY_SIDE, thread_name_prefix="vlcheck-served")
     for spec in families:
         for variant in spec.variants:
