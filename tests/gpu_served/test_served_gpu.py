@@ -62,7 +62,7 @@ class _Servers:
             outcome, message = self.failed[key]
             {"skip": pytest.skip, "xfail": pytest.xfail}.get(outcome, lambda m: pytest.fail(m, pytrace=False))(message)
         if key == self.key:
-            self.raise_if_died(family, variant)  # died after the test that used it last
+            self.raise_if_died(family, variant, grace_s=0)  # died after the test that used it last
         if key != self.key:
             self.close()
             try:
@@ -88,13 +88,14 @@ class _Servers:
             self.key = key
         return self.current
 
-    def raise_if_died(self, family, variant) -> None:
-        """A test failed: if the server's engine died under it (vLLM ends the server when its engine
-        core dies), that is the outcome, declared (`generation`: xfail) or not (a failure quoting the
-        engine's last words), and every later test of the family-config repeats it at once."""
+    def raise_if_died(self, family, variant, grace_s: float = DEATH_GRACE_S) -> None:
+        """A test failed (or the next one starts: `grace_s=0`): if the server's engine died under it
+        (vLLM ends the server when its engine core dies), that is the outcome, declared
+        (`generation`: xfail) or not (a failure quoting the engine's last words), and every later
+        test of the family-config repeats it at once."""
         if self.current is None:
             return
-        deadline = time.monotonic() + DEATH_GRACE_S  # a 500 from a dying engine comes before the server exits
+        deadline = time.monotonic() + grace_s  # a 500 from a dying engine comes before the server exits
         while self.current.server.alive() and time.monotonic() < deadline:
             time.sleep(0.5)
         if self.current.server.alive():
