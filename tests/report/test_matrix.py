@@ -5,6 +5,7 @@ says so; unmeasured cells are inferred only between agreeing neighbours; pins an
 import json
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from packaging.specifiers import SpecifierSet
 from vlcheck.gate import bisect, compat_report, declarations, envs, measured
 from vlcheck.gate.matrix import Axes, Grid, next_step
 from vlcheck.gate.points import Point, Store
+from vlcheck.spec.registry import all_families
+from vlcheck.spec.schema import Declaration
 
 CHECKS = ["architecture", "processor"]
 NOTE = (" (the spec's deviations.processor, measured on vllm ==0.24.0, transformers ==5.16.1, does not apply to "
@@ -156,13 +159,40 @@ def test_declarations_widen_to_the_measured_box_and_list_changed_behaviour(tmp_p
     assert not next(c for c in changes if c.check == "generation").measured  # a GPU check: not measured here
 
 
+def test_known_broken_cases_widen_where_the_hostile_check_behaves_as_at_the_reference(tmp_path, monkeypatch):
+    """A known_broken case is a declaration the hostile check measures: the reference's declared
+    breakage and the same breakage outside the declaration's versions are one behaviour."""
+    real = all_families()["qwen2_vl"]
+    measured_once = Declaration("measured on the reference", "==0.24.0", "==5.16.1")
+    once = {kind: replace(v, known_broken={c: measured_once for c in v.known_broken})
+            for kind, v in (("single", real.single), ("multi_image", real.multi_image))}
+    monkeypatch.setattr(declarations, "all_families", lambda: {"qwen2_vl": replace(real, **once)})
+    axes = Axes(["0.24.0", "0.28.0", "0.30.0"], ["5.16.1"], ["0.24.0", "0.30.0"], ["5.16.1"])
+    store = FakeStore(tmp_path)
+    words = "[single] qwen2_vl: broken on vLLM's processor: own placeholder in question: broken: ValueError"
+    at_reference = cell("declared deviation", "[single] known_broken: own placeholder in question: spec reason", [words])
+    outside = cell("fail", words, [words])
+    for p, hostile in [(Point("0.24.0", "5.16.1"), at_reference), (Point("0.28.0", "5.16.1"), outside),
+                       (Point("0.30.0", "5.16.1"), cell())]:
+        store.add_report(p, report(p.vllm, p.transformers, {"qwen2_vl": {"hostile": hostile}}), {"whole": True})
+    grid = Grid(store, axes)
+    changes = [c for c in declarations.widen(grid) if c.family == "qwen2_vl" and c.check == "hostile"]
+    assert changes and all(c.table.startswith("known_broken.") for c in changes)
+    case = next(c for c in changes if c.table == 'known_broken."own placeholder in question"')
+    assert case.new[0] == ">=0.24.0,<=0.28.0" and case.changed_at == [str(Point("0.30.0", "5.16.1"))]
+    assert grid.label(Point("0.28.0", "5.16.1"), "qwen2_vl")[0] == measured.SAME  # not a regression
+
+
 def test_rewrite_touches_only_the_named_declaration(tmp_path):
     spec = tmp_path / "x.toml"
     spec.write_text('[single.deviations.template]\nreason = "r"\nvllm = "==0.24.0"\ntransformers = "==5.16.1"\n\n'
                     '[single.deviations.stops]\nreason = "s"\nvllm = "==0.24.0"\ntransformers = "==5.16.1"\n')
-    declarations._rewrite(spec, "single", "stops", (">=0.24.0,<=0.30.0", "==5.16.1"))
+    declarations._rewrite(spec, "[single.deviations.stops]", (">=0.24.0,<=0.30.0", "==5.16.1"))
     text = spec.read_text()
     assert text.count('vllm = "==0.24.0"') == 1 and 'vllm = ">=0.24.0,<=0.30.0"' in text.split("stops]")[1]
+    spec.write_text('[single.known_broken."1x1 image"]\nreason = "r"\nvllm = "==0.24.0"\ntransformers = "==5.16.1"\n')
+    declarations._rewrite(spec, '[single.known_broken."1x1 image"]', (">=0.24.0,<=0.28.0", "==5.16.1"))
+    assert 'vllm = ">=0.24.0,<=0.28.0"' in spec.read_text()
     assert declarations._widened(">=0.24.0,<=0.32.0", "0.28.0") == ">=0.24.0,<=0.32.0"  # never narrowed
 
 

@@ -1,6 +1,7 @@
 """Declarations measured where they are used: `vlcheck matrix declarations [--write]`.
 
-A spec's `deviations.<check>` holds for the vLLM and transformers versions it was measured on. The
+A spec's `deviations.<check>` (and `known_broken."<case>"`, measured by the hostile check) holds for
+the vLLM and transformers versions it was measured on. The
 matrix measures each declared cell at many points; where the cell's behaviour (`measured`: outcome,
 evidence, facts) equals the reference's, the declaration describes those versions too. This widens
 each declaration's upper bounds to the largest box of measured (or inferred) points, from the
@@ -35,6 +36,12 @@ class Change:
     changed_at: list[str]
     """Points where the behaviour differs from the reference's."""
     measured: bool = True
+    table: str = ""
+    """The declaration's table under its variant: `deviations.<check>` or `known_broken."<case>"`."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant}.{self.table}"
 
 
 def _upper(spec: str) -> str | None:
@@ -73,10 +80,14 @@ def widen(grid: Grid, write: bool = False) -> list[Change]:
     out = []
     for name, spec in all_families().items():
         for variant in spec.variants:
-            for check, decl in variant.deviations.items():
+            # A known_broken case is measured by the hostile check, as a whole: widened only where
+            # every case of the family behaves as at the reference.
+            declared = [(f"deviations.{check}", check, decl) for check, decl in variant.deviations.items()]
+            declared += [(f'known_broken."{case}"', "hostile", decl) for case, decl in variant.known_broken.items()]
+            for table, check, decl in declared:
                 old = (decl.vllm, decl.transformers)
                 if check not in grid.checks or grid.state(ref, name) is None:
-                    out.append(Change(name, variant.kind, check, spec.path, old, None, [], measured=False))
+                    out.append(Change(name, variant.kind, check, spec.path, old, None, [], False, table))
                     continue
                 changed = [str(p) for p in sorted(grid.store.points) if (s := grid.state(p, name)) is not None
                            and s[check]["key"] != grid.state(ref, name)[check]["key"]]
@@ -93,11 +104,12 @@ def widen(grid: Grid, write: bool = False) -> list[Change]:
                     else:
                         break
                 new = (_widened(decl.vllm, v_hi), _widened(decl.transformers, t_hi))
-                out.append(Change(name, variant.kind, check, spec.path, old, new if new != old else None, changed))
+                out.append(Change(name, variant.kind, check, spec.path, old, new if new != old else None, changed,
+                                  table=table))
     if write:
         for c in out:
             if c.new:
-                _rewrite(Path(c.path), c.variant, c.check, c.new)
+                _rewrite(Path(c.path), f"[{c.name}]", c.new)
     return out
 
 
@@ -108,9 +120,8 @@ def _widened(spec: str, high: str) -> str:
     return _range(low, high)
 
 
-def _rewrite(path: Path, variant: str, check: str, new: tuple[str, str]) -> None:
+def _rewrite(path: Path, header: str, new: tuple[str, str]) -> None:
     lines = path.read_text().splitlines(keepends=True)
-    header = f"[{variant}.deviations.{check}]"
     start = next(i for i, line in enumerate(lines) if line.strip() == header)
     for i in range(start + 1, len(lines)):
         if lines[i].lstrip().startswith("["):
@@ -126,13 +137,11 @@ def to_text(changes: list[Change]) -> str:
     moved = [c for c in changes if c.measured and c.changed_at]
     unmeasured = [c for c in changes if not c.measured]
     lines = [f"widened ({len(widened)}):"]
-    lines += [f"  {c.family} {c.variant}.deviations.{c.check}: vllm {c.old[0]} -> {c.new[0]}, "
+    lines += [f"  {c.family} {c.name}: vllm {c.old[0]} -> {c.new[0]}, "
               f"transformers {c.old[1]} -> {c.new[1]}" for c in widened]
     lines.append(f"behaviour changed at a measured point ({len(moved)}): re-measure and re-word these")
-    lines += [f"  {c.family} {c.variant}.deviations.{c.check} ({c.old[0]}; {c.old[1]}): differs at "
+    lines += [f"  {c.family} {c.name} ({c.old[0]}; {c.old[1]}): differs at "
               + ", ".join(c.changed_at[:4]) + (" ..." if len(c.changed_at) > 4 else "") for c in moved]
     lines.append(f"not measured by the matrix (GPU or pytest tier checks) ({len(unmeasured)}): "
-                 + ", ".join(f"{c.family} {c.variant}.{c.check}" for c in unmeasured))
-    broken = sum(len(v.known_broken) for s in all_families().values() for v in s.variants)
-    lines.append(f"not measured by the matrix: {broken} known_broken declarations (hostile inputs, run by the pytest tier)")
+                 + ", ".join(f"{c.family} {c.name}" for c in unmeasured))
     return "\n".join(lines) + "\n"

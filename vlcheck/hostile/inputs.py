@@ -19,7 +19,8 @@ from functools import partial
 from typing import Any, Callable
 
 from vlcheck.core import media
-from vlcheck.core.results import CheckResult, Status, SuiteError, from_exception
+from vlcheck.core.results import NOT_APPLIED, CheckResult, Status, SuiteError, from_exception
+from vlcheck.core.versions import describe
 from vlcheck.hostile.guard import ChildError, Hang, OverMemory, guarded_calls, root_cause
 from vlcheck.spec.hostile_cases import CASES, Case
 from vlcheck.spec.schema import Variant
@@ -254,12 +255,27 @@ def hostile_check(spec, variant: Variant) -> CheckResult:
         return from_exception(spec.name, "hostile", err, where)
     data = {f"{variant.kind}.hostile": [o.line() for o in outcomes]}
     broken = [o for o in outcomes if o.kind == "broken"]
-    unexpected = [o.line() for o in broken if variant.broken_case(o.case) is None]
+    undeclared = [o for o in broken if variant.broken_case(o.case) is None]
     stale = [c for c in variant.broken_cases if c not in {o.case for o in broken}]
-    problems = [f"broken on vLLM's processor: {line}" for line in unexpected]
+    # Every broken case is named, declared or not, so that the same breakage reads the same inside
+    # and outside its declaration's versions (`vlcheck diff` and the matrix compare behaviour).
+    problems = [f"broken on vLLM's processor: {o.line()}" for o in broken]
     problems += [f"known_broken case {c!r} now works (remove it from the spec, or narrow its versions)" for c in stale]
-    if problems:
-        return CheckResult(spec.name, "hostile", Status.FAIL, f"{where} {spec.name}: {problems[0]}", problems, data)
+    out_of_range = [o.case for o in undeclared if o.case in variant.known_broken]
+    if out_of_range:
+        data[f"{variant.kind}.{NOT_APPLIED}"] = "known_broken." + ", ".join(out_of_range)
+    finding = f"{where} {spec.name}: {problems[0]}" if problems else ""
+    if undeclared or stale:
+        note = "".join(f" (the spec's known_broken.{c!r}, measured on {variant.known_broken[c].scope}, does not "
+                       f"apply to {describe()}: checked plainly)" for c in out_of_range)
+        first = (f"broken on vLLM's processor: {undeclared[0].line()}" if undeclared
+                 else f"known_broken case {stale[0]!r} now works (remove it from the spec, or narrow its versions)")
+        return CheckResult(spec.name, "hostile", Status.FAIL, f"{where} {spec.name}: {first}{note}", problems, data,
+                           finding)
+    if broken:
+        declared = "; ".join(f"{o.case}: {variant.broken_case(o.case).reason}" for o in broken)
+        return CheckResult(spec.name, "hostile", Status.DEVIATION, f"{where} known_broken: {declared}", problems,
+                           data, finding)
     counts = {k: sum(o.kind == k for o in outcomes) for k in SEVERITY}
     return CheckResult(spec.name, "hostile", Status.PASS,
                        f"{where} " + ", ".join(f"{n} {k}" for k, n in counts.items() if n), data=data)
