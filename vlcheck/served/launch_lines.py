@@ -166,15 +166,15 @@ def served_cell(row: str, line: str, model: str, flags: list[str], resolved: Res
         return CheckResult(row, "served", Status.SKIP, f"{model}: no family spec to take its example requests from")
     spec, variant = resolved.family, resolved.variant
     user_line = LaunchLine(resolved.path, model, [f for f in flags], template_source="as the line says")
-    if "--chat-template" not in flags and resolved.kind.startswith("synthetic"):
-        from vlcheck.served.render import chat_template_for
-        import tempfile
-
-        template, source = chat_template_for(variant, Path(tempfile.mkdtemp(prefix="vlcheck-serve-line-")))
-        if template is not None:
-            user_line.flags += ["--chat-template", str(template)]
-            user_line.template_source = source + " (the synthetic checkpoint has none of its own)"
     try:
+        if "--chat-template" not in flags and resolved.kind.startswith("synthetic"):
+            from vlcheck.served.render import chat_template_for
+            import tempfile
+
+            template, source = chat_template_for(variant, Path(tempfile.mkdtemp(prefix="vlcheck-serve-line-")))
+            if template is not None:
+                user_line.flags += ["--chat-template", str(template)]
+                user_line.template_source = source + " (the synthetic checkpoint has none of its own)"
         record = serve(spec, variant, line=user_line, offline_args=offline_args or {})
     except NotServable as err:
         return CheckResult(row, "served", Status.SKIP, str(err))
