@@ -21,7 +21,9 @@
 #                   runner and a fresh machine starts its engines warm
 #   SHARD=i/n       only this runner's share of the families (vlcheck/gate/shard.py), for a CI job matrix
 #   RECORD=1        record goldens and GPU snapshots (--vlcheck-update-goldens --snapshot-update)
-#   CONFIG_TIMEOUT  seconds one family-config may take (default 300)
+#   CONFIG_TIMEOUT  seconds one family-config may take (default 600: a last resort behind the watchdog,
+#                   which ends a dead or hung engine's family-config in seconds; a fresh H100's first
+#                   wave of cold engines took 137-145 s to start, and chameleon's last test ended at 297 s)
 #   DEADLINE        seconds after which no further family-config is started (default: none);
 #                   the tier then ends within DEADLINE + CONFIG_TIMEOUT, and names what it left out
 #   OUT             where the evidence goes (default: gpu-out)
@@ -109,7 +111,7 @@ reap() {  # wait for one job, give back its GPUs; fails if that job failed
 
 run_config() {  # family kind "gpu ids" pytest-args...
   local t=$(date +%s) log="$out/logs/$1-$2.log"
-  CUDA_VISIBLE_DEVICES=${3// /,} timeout "${CONFIG_TIMEOUT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider "${record[@]}" -rfEsxX \
+  CUDA_VISIBLE_DEVICES=${3// /,} timeout "${CONFIG_TIMEOUT:-600}" python3 -m pytest -q -m gpu -p no:cacheprovider "${record[@]}" -rfEsxX \
     --junitxml "$out/logs/$1-$2.xml" --vlcheck-family "$1" --vlcheck-variant "$2" "${@:4}" tests > "$log" 2>&1
   local rc=$?
   echo "$1 $2 rc=$rc $(( $(date +%s) - t ))s $(grep -aE '(passed|failed|skipped|error)' "$log" | tail -1) [gpu ${3// /,}]" >> "$out/summary.txt"
