@@ -72,3 +72,16 @@ def test_the_tp_table_is_read_from_the_gpu_tiers_junit(tmp_path):
         "| llava-single | DIFFER | - | - | TP=2 differs from TP=1 beyond numeric noise: |",
         "| mistral3-single | not compared | - | - | Failed: Timeout (>240.0s) from pytest-timeout. |",  # never a difference
     ]
+
+
+@pytest.mark.parametrize(("routed", "expected"), [(1, 1), (8, SHRINK["num_experts_per_tok"])])
+def test_shrinking_never_routes_a_token_to_more_experts_than_the_model_does(routed, expected):
+    from types import SimpleNamespace
+
+    from vlcheck.checkpoints.synthetic import shrink
+
+    config = SimpleNamespace(num_experts_per_tok=routed, num_local_experts=16,
+                             text_config=SimpleNamespace(num_experts_per_tok=routed))
+    shrink(config)
+    assert (config.num_experts_per_tok, config.text_config.num_experts_per_tok) == (expected, expected)
+    assert config.num_local_experts == SHRINK["num_local_experts"]

@@ -50,6 +50,10 @@ SHRINK = {
     "moe_intermediate_size": 64, "shared_expert_intermediate_size": 64, "num_experts": 4,
     "n_routed_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
 }
+AT_MOST = {"num_experts_per_tok"}
+"""Shrunk to at most SHRINK's value, never raised: the experts a token is routed to are part of the
+architecture (Llama 4 routes to one; vLLM's fused MoE applies the router weight on the input only for
+top-1, and `vllm serve` died at startup on a llama4 checkpoint shrunk to 2)."""
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "qformer_config", "thinker_config", "llm_config")
 
 # A tensor-parallel-ready checkpoint (`checkpoint_dir(..., heads=N)`): N attention and N key-value
@@ -252,7 +256,7 @@ def shrink(config: Any, sizes: dict[str, int] = SHRINK) -> None:
     """Shrink a config and its sub-configs in place (widths, depths, heads, experts)."""
     for key, value in sizes.items():
         if hasattr(config, key) and isinstance(getattr(config, key), int):
-            setattr(config, key, value)
+            setattr(config, key, min(value, getattr(config, key)) if key in AT_MOST else value)
     layers = getattr(config, "num_hidden_layers", None)
     for key in ("layer_types", "full_attention_layers"):  # per-layer lists must match the depth
         per_layer = getattr(config, key, None)
