@@ -325,7 +325,7 @@ def serve(spec: FamilySpec, variant: Variant, with_bad_requests: bool = True, li
             record.bad_requests = run_cases(client, spec, variant, first, line.limits())
         record.server_cpu_s = server.cpu_seconds()
     finally:
-        server.stop()
+        server.stop(graceful=False)  # answers, log and content format are read: nothing left to shut down
     shutil.rmtree(server.log.parent, ignore_errors=True)  # kept only where the server failed: its log says why
     return record
 
