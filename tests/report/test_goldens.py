@@ -116,3 +116,17 @@ def test_a_golden_made_on_another_checkpoint_says_so_and_the_rule_ignores_the_fi
     assert g.other_checkpoint({**env, "checkpoint": after}, now) is None
     assert "does not say which checkpoint" in g.other_checkpoint(env, now)
     assert g.other_checkpoint(recorded, env) is None  # nothing known about this run's checkpoint
+
+
+def test_a_checkpoint_under_a_cache_folder_is_fingerprinted_by_its_files_not_the_hubs_bookkeeping(tmp_path):
+    from vlcheck.gpu import goldens as g
+
+    checkpoint = tmp_path / ".cache" / "vlcheck" / "checkpoints" / "aria-0"  # the default cache's place
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text('{"vocab_size": 2048}')
+    nothing = g.checkpoint_fingerprint(tmp_path / "empty")
+    with_config = g.checkpoint_fingerprint(checkpoint)
+    assert with_config != nothing
+    (checkpoint / ".cache").mkdir()
+    (checkpoint / ".cache" / "download.lock").write_text("x")
+    assert g.checkpoint_fingerprint(checkpoint) == with_config

@@ -79,7 +79,9 @@ def checkpoint_fingerprint(model_dir: str | Path) -> str:
     """sha256 (16 hex) over the checkpoint folder's files: configs, tokenizer, processor, weights."""
     h = hashlib.sha256()
     root = Path(model_dir)
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and ".cache" not in p.parts):
+    # Hub downloads' own .cache inside the folder is bookkeeping; the folder itself may well live
+    # under a .cache (vlcheck's default checkpoint cache is ~/.cache/vlcheck): only parts below root count.
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and ".cache" not in p.relative_to(root).parts):
         size = path.stat().st_size
         h.update(f"{path.relative_to(root)}\0{size}\0".encode())
         with open(path, "rb") as f:
