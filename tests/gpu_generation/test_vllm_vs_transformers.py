@@ -32,9 +32,8 @@ def test_vllm_matches_transformers_reference(family, variant, seeded_engine, req
     expected = stored["runs"]
     problems = {}
     for run, a in zip(expected, actual):
-        found = [f"{run['shape']}: {p}" for p in goldens.logprobs_close([run], [a])]
-        if dtype == "float32":
-            found += reference.first_step_problems([run], [a], reference.FLOAT32_FIRST_STEP_TOLERANCE)
+        found = [p if p.startswith(f"{run['shape']}:") else f"{run['shape']}: {p}"
+                 for p in reference.disagreement(run, a, dtype)]
         problems.setdefault(modality_of(run["shape"]), []).extend(found)
         # the measured distance between two implementations: one input of goldens.NOISE_TOLERANCE
         request.node.user_properties.append((f"transformers_distance {run['shape']}",

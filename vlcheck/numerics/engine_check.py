@@ -94,9 +94,7 @@ def _against_transformers(spec: FamilySpec, variant: Variant, handle, facts: dic
     actual = [reference.vllm_first_step(handle.llm, r) for r in requests]
     agreement, problems, seen, moved_by = {}, [], {}, {}
     for run, a in zip(stored["runs"], actual):
-        found = goldens.logprobs_close([run], [a])
-        if handle.dtype == "float32":  # in bfloat16 (where vLLM refuses float32) only vLLM's own rule, as the test
-            found += reference.first_step_problems([run], [a], reference.FLOAT32_FIRST_STEP_TOLERANCE)
+        found = reference.disagreement(run, a, handle.dtype)
         agreement[run["shape"]] = "agree" if not found else "differ"
         problems += [f"{run['shape']}: vLLM vs transformers {stored['transformers']}: {p}" for p in found]
     facts["transformers_agreement"] = agreement

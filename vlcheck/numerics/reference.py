@@ -249,6 +249,17 @@ def first_step_problems(stored: list[dict], actual: list[dict], tolerance: float
     return problems
 
 
+def disagreement(stored: dict, actual: dict, dtype: str) -> list[str]:
+    """How one vLLM run differs from transformers' stored one: vLLM's own rule (a differing token
+    must be in the other's top-5), and in float32 also the first-step tolerance."""
+    from vlcheck.gpu import goldens
+
+    found = goldens.logprobs_close([stored], [actual])
+    if dtype == "float32":
+        found += first_step_problems([stored], [actual], FLOAT32_FIRST_STEP_TOLERANCE)
+    return found
+
+
 # --- the catalogue's `reference` check ------------------------------------------------------------
 
 def reference_check(spec: FamilySpec, variant: Variant):
