@@ -104,6 +104,10 @@ def start(platform: str, engine_args: dict[str, Any], chat_template: str | None,
     env = dict(os.environ)
     if platform == "cpu":  # the server keeps its engine core process (AsyncLLM runs it apart)
         env.update(CPU_ENGINE_ENVIRONMENT, VLLM_ENABLE_V1_MULTIPROCESSING="1")
+    else:
+        from vlcheck.gpu.engines import engine_environment
+
+        env.update(engine_environment(engine_args.get("dtype")))
     log = folder / "server.log"
     began = time.monotonic()
     with open(log, "wb") as out:

@@ -48,6 +48,13 @@ engine per family-config serves the generation, cache and hostile tests and the 
 transformers alike (one engine start instead of two); bfloat16 where vLLM refuses float32. Real
 and dummy weights keep the example's dtype."""
 
+SAMPLER_ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+"""The tests' greedy requests never reach a top-k/top-p sampler, yet every engine start builds
+FlashInfer's, and on a machine that has not built it nvcc JIT-compiles it under a lock that every
+engine starting meanwhile waits on: on a fresh H100 (0.24.0) the first engines took 88-153 s to
+start, 2-16 s once it was built. Off, vLLM's own top-k/top-p sample the examples' sampled runs.
+A value set by the user (VLLM_USE_FLASHINFER_SAMPLER=1 tests FlashInfer's sampler) is kept."""
+
 FLOAT32_ENV = {"NVIDIA_TF32_OVERRIDE": "0"}
 """A float32 engine computes in float32: cuDNN runs float32 convolutions (every vision tower's
 patch embedding, Chameleon's VQ encoder) in TF32 by default (PyTorch's cudnn.allow_tf32), with
@@ -278,7 +285,7 @@ class EngineCache:
         watchdog = Watchdog(f"{spec.name}-{variant.kind}")
         start = time.perf_counter()
         try:
-            with watchdog.starting(), _environment(FLOAT32_ENV if args.get("dtype") == "float32" else {}):
+            with watchdog.starting(), _environment(engine_environment(args.get("dtype"))):
                 llm = LLM(**args)
         except (Exception, EngineDied) as err:
             words = "" if isinstance(err, EngineDied) else f"\nIts last words ({watchdog.log}):\n{last_words(watchdog.log)}"
@@ -302,6 +309,13 @@ class EngineCache:
         del handle
         gc.collect()
         adapter.release_engine_memory()
+
+
+def engine_environment(dtype: Any) -> dict[str, str]:
+    """What a test engine's processes inherit: SAMPLER_ENV where the user set nothing, FLOAT32_ENV
+    for a float32 engine."""
+    values = {k: v for k, v in SAMPLER_ENV.items() if k not in os.environ}
+    return {**values, **(FLOAT32_ENV if dtype == "float32" else {})}
 
 
 @contextmanager
