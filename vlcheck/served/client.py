@@ -96,10 +96,6 @@ class Client:
     def detokenize(self, tokens: list[int]) -> Reply:
         return self._send("POST", "/detokenize", {"model": self.model, "tokens": tokens})
 
-    def routes(self) -> set[str]:
-        reply = self._send("GET", "/openapi.json")
-        return set(reply.body.get("paths", {})) if reply.ok and isinstance(reply.body, dict) else set()
-
     def metrics(self) -> str:
         reply = self._send("GET", "/metrics")
         return reply.body if isinstance(reply.body, str) else ""

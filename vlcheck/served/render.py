@@ -96,7 +96,6 @@ class ServedRecord:
     tokenized: dict[str, Reply] = field(default_factory=dict)
     uuid: UuidRoundTrip | None = None
     bad_requests: list[Any] = field(default_factory=list)
-    routes: set[str] = field(default_factory=set)
     server_cpu_s: float | None = None
     """CPU seconds the server used, start to stop (the cost the time budget counts)."""
 
@@ -306,8 +305,7 @@ def serve(spec: FamilySpec, variant: Variant, with_bad_requests: bool = True, li
     try:
         server.wait_ready()
         client = Client(server.url)  # the served model name: whatever the launch line made it
-        record = ServedRecord(spec.name, variant.kind, line, server.ready_after_s or 0.0, None,
-                              routes=client.routes())
+        record = ServedRecord(spec.name, variant.kind, line, server.ready_after_s or 0.0, None)
         for modality, count in shapes(variant):
             shape = shape_name(modality, count)
             messages = chat_messages(variant, modality, default_questions(variant, modality)[0], count)
