@@ -245,3 +245,14 @@ def test_verdicts_and_exit_codes_are_the_readmes():
     table = next(block for block in section.split("\n\n") if block.startswith("| verdict"))
     rows = {line.split("|")[1].strip().strip("*"): int(line.split("|")[2]) for line in table.splitlines()[2:]}
     assert rows == {**diff.EXIT_CODES, "bad input or usage": diff.USAGE, "vlcheck crashed": 1}
+
+
+def test_an_object_address_in_a_finding_is_not_behaviour(baseline, tmp_path, capsys):
+    """A finding quoting a repr (`<PIL.Image.Image ... at 0x7F736A7D2AD0>`, qwen2_5_omni's processor
+    error) names another address on every run: two runs of the same vLLM are the same."""
+    def with_address(address):
+        rep = copy.deepcopy(baseline)
+        return set_status(rep, "llava", "processor", "declared deviation",
+                          f"ValueError: Failed to apply on data={{'images': [<PIL.Image.Image at {address}>]}}")
+    code, out = run_diff(tmp_path, with_address("0x7F736A7D2AD0"), with_address("0x7F889ABAD2D0"), capsys=capsys)
+    assert code == 0 and "verdict: SAFE" in out and "moved (0)" in out

@@ -32,7 +32,8 @@ SEVERITY = [NOT_MEASURED, REGRESSED, LOST, CHANGED, FIXED, SAME]
 _VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?(?:\+\w+)?(?![\w.])")
 
 
-_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+"""An object's address in a quoted repr: another one on every run, never behaviour."""
 _CHECKPOINT = re.compile(r"(?<=-)[0-9a-f]{16}\b")
 
 
@@ -41,7 +42,7 @@ def _mask(text: str) -> str:
     spec's own words, the reference's ("vLLM 0.24.0's processor ..."); neither is behaviour. Object
     addresses in a quoted repr (`<PIL.Image.Image ... at 0x7F33...>`) differ from run to run, and a
     synthetic checkpoint's folder (`chameleon-e33fec1372388fd8`) is named by a hash of the versions."""
-    return _CHECKPOINT.sub("<hash>", _ADDRESS.sub("0x...", _VERSION.sub("<version>", text)))
+    return _CHECKPOINT.sub("<hash>", ADDRESS.sub("0x...", _VERSION.sub("<version>", text)))
 
 
 def behaviour(cell: dict, env: dict, informational: Iterable[str] = ()) -> dict[str, Any]:
