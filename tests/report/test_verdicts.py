@@ -247,12 +247,17 @@ def test_verdicts_and_exit_codes_are_the_readmes():
     assert rows == {**diff.EXIT_CODES, "bad input or usage": diff.USAGE, "vlcheck crashed": 1}
 
 
-def test_an_object_address_in_a_finding_is_not_behaviour(baseline, tmp_path, capsys):
+def test_an_object_address_or_a_checkpoint_hash_in_a_finding_is_not_behaviour(baseline, tmp_path, capsys):
     """A finding quoting a repr (`<PIL.Image.Image ... at 0x7F736A7D2AD0>`, qwen2_5_omni's processor
-    error) names another address on every run: two runs of the same vLLM are the same."""
-    def with_address(address):
+    error) names another address on every run, one quoting a synthetic checkpoint's folder another
+    hash on other versions: the same behaviour."""
+    def with_address(address, checkpoint="chameleon-875dc62a164e70ee"):
         rep = copy.deepcopy(baseline)
         return set_status(rep, "llava", "processor", "declared deviation",
-                          f"ValueError: Failed to apply on data={{'images': [<PIL.Image.Image at {address}>]}}")
+                          f"ValueError: Failed to apply on data={{'images': [<PIL.Image.Image at {address}>]}}"
+                          f" (/root/.cache/vlcheck/checkpoints/{checkpoint})")
     code, out = run_diff(tmp_path, with_address("0x7F736A7D2AD0"), with_address("0x7F889ABAD2D0"), capsys=capsys)
+    assert code == 0 and "verdict: SAFE" in out and "moved (0)" in out
+    code, out = run_diff(tmp_path, with_address("0x7F736A7D2AD0"),
+                         with_address("0x7F736A7D2AD0", "chameleon-e33fec1372388fd8"), capsys=capsys)
     assert code == 0 and "verdict: SAFE" in out and "moved (0)" in out

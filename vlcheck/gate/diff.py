@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from vlcheck.core.results import NOT_APPLIED
-from vlcheck.gate.measured import ADDRESS
+from vlcheck.gate.measured import mask_run_specific
 
 OK = ("pass", "declared deviation")
 FAILING = ("fail", "declared deviation")
@@ -337,7 +337,7 @@ def _finding(unit: dict, env: dict) -> str:
     for package in ("vllm", "transformers", "torch"):
         if env.get(package):
             text = text.replace(str(env[package]), f"<{package}>")
-    return ADDRESS.sub("0x...", text)
+    return mask_run_specific(text)
 
 
 def differing_leaves(a: Any, b: Any, path: str = "", tolerance: float | None = None) -> list[tuple[str, Any, Any]]:
