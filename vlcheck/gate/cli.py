@@ -41,8 +41,41 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def missing_files(families: list[FamilySpec], as_json: bool) -> None:
+    """Per family-config and check, the Hub files its checks read: state, and whether it is part of
+    the smallest set that would make a skipping check run (`fetch`)."""
+    import csv
+
+    from vlcheck.prompt.hub_files import file_rows
+
+    rows = [dataclasses.asdict(row) for spec in families for variant in spec.variants
+            for row in file_rows(spec.name, variant)]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    writer = csv.writer(sys.stdout, delimiter="\t", lineterminator="\n")
+    writer.writerow(["family", "variant", "check", "repo", "revision", "file", "state", "role", "fetch"])
+    for row in rows:
+        writer.writerow([*(row[k] or "" for k in ("family", "variant", "check", "repo", "revision", "filename", "state",
+                                                 "role")), "yes" if row["fetch"] else "no"])
+    to_fetch = sorted({(r["repo"], r["revision"] or "", r["filename"]) for r in rows if r["fetch"]})
+    print(f"{len(to_fetch)} files would make {len({(r['family'], r['variant'], r['check']) for r in rows if r['fetch']})} "
+          "skipping checks run (rows with fetch=yes)", file=sys.stderr)
+
+
+LIST_EPILOG = """\
+Bringing the files for an air-gapped run, where the Hub is reachable:
+  vlcheck list --missing-files | awk -F'\\t' '$9 == "yes" {print $4, $6}' | sort -u |
+    while read -r repo file; do hf download "$repo" "$file"; done
+then copy the HF cache (HF_HUB_CACHE) to the air-gapped machine.
+"""
+
+
 def cmd_list(args) -> int:
     chosen = set(default_selection())
+    if args.missing_files:
+        missing_files([s for n, s in all_families().items() if n in chosen], args.json)
+        return 0
     summaries = [family_summary(s) for n, s in all_families().items() if n in chosen]
     broken = {n: e for n, e in spec_errors().items() if n in chosen}
     if args.json:
@@ -373,8 +406,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an existing file")
     p.set_defaults(func=cmd_init)
 
-    p = sub.add_parser("list", parents=common, help="the families and what they need; specs that do not load, with why")
+    p = sub.add_parser("list", parents=common, help="the families and what they need; specs that do not load, with why",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=LIST_EPILOG)
     p.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    p.add_argument("--missing-files", action="store_true",
+                   help="per family, variant and check: the model's Hub files the template and stops checks read, "
+                        "whether each is here (HF_HUB_CACHE), and which to fetch (the smallest set that makes a "
+                        "skipping check run); tab-separated, or JSON with --json")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("show", parents=common, help="one family's resolved spec, as JSON")

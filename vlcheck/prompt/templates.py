@@ -49,11 +49,22 @@ class ChatTemplate:
 
         return adapter.chat_template_content_format(self.text)
 
-    def render(self, messages: Messages, placeholders: dict[str, MediaPlaceholder] | None = None) -> str:
+    special_source: str | None = None
+    """The file the bos/eos strings came from (None: neither file is here)."""
+
+    unknown_special_why: str = ""
+    """What would give the bos/eos strings when they are unknown (a skip clause)."""
+
+    def missing_special(self) -> list[str]:
+        return [t for t in ("bos_token", "eos_token") if self.uses(t) and t not in self.special_tokens]
+
+    def render(self, messages: Messages, placeholders: dict[str, MediaPlaceholder] | None = None,
+               unknown_special: dict[str, str] | None = None) -> str:
         """Render one conversation. A template that expects string content gets typed parts
         flattened the way vLLM's chat API does it: one placeholder line per media item (the
         modality's placeholder, numbered from 1), then the text; one that expects typed parts
-        gets string content as a text part."""
+        gets string content as a text part. `unknown_special` stands in for bos/eos strings no
+        file here gives (a marker the caller matches); without it they raise TemplateUnavailable."""
         from vlcheck.adapter import render_chat_template
 
         if self.content_format == "string":
@@ -61,12 +72,12 @@ class ChatTemplate:
         else:  # vLLM hands "openai" templates typed parts: string content becomes one text part
             messages = [dict(m, content=[{"type": "text", "text": m["content"]}]) if isinstance(m["content"], str)
                         else m for m in messages]
-        missing = [t for t in ("bos_token", "eos_token") if self.uses(t) and t not in self.special_tokens]
-        if missing:
-            raise TemplateUnavailable(
-                f"the template uses {', '.join(missing)}, whose value comes from tokenizer_config.json / "
-                "special_tokens_map.json, which are not available", Status.MISSING_OFFLINE)
-        return render_chat_template(messages, self.text, self.special_tokens)
+        missing = self.missing_special()
+        if missing and unknown_special is None:
+            raise TemplateUnavailable(f"the template uses {', '.join(missing)}: {self.unknown_special_why}",
+                                      Status.MISSING_OFFLINE)
+        special = {**{t: unknown_special[t] for t in missing}, **self.special_tokens} if missing else self.special_tokens
+        return render_chat_template(messages, self.text, special)
 
 
 class TemplateUnavailable(LookupError):
@@ -115,10 +126,14 @@ def model_template(model: str, revision: str | None = None) -> ChatTemplate:
 
 @lru_cache(maxsize=None)
 def _resolve(model: str, revision: str | None, explicit: str | None) -> ChatTemplate:
+    from vlcheck.prompt import hub_files
+
     assets = ModelAssets(model, revision)
     special = assets.special_tokens()
+    strings = {"special_source": hub_files.describe_source(hub_files.SPECIAL_STRINGS, assets),
+               "unknown_special_why": hub_files.what_would_do((hub_files.SPECIAL_STRINGS,), assets)}
     if explicit is not None:
-        return ChatTemplate("explicit (spec)", explicit, special)
+        return ChatTemplate("explicit (spec)", explicit, special, **strings)
     tried: list[Asset] = []
     for filename in TEMPLATE_FILES:
         asset = assets.get(filename)
@@ -127,17 +142,21 @@ def _resolve(model: str, revision: str | None, explicit: str | None) -> ChatTemp
             raise TemplateUnavailable(asset.why(), Status.GATED, (asset,))
         if asset.found and (text := _template_in(asset)):
             not_cached = tuple(a.filename for a in tried if a.status is Status.MISSING_OFFLINE)
-            return ChatTemplate(filename, text, special, not_cached)
+            return ChatTemplate(filename, text, special, not_cached, **strings)
     if any("no such repo" in a.detail for a in tried):
         raise TemplateUnavailable(tried[0].why(), Status.NOT_FOUND, tuple(tried))
     fallback = _vllm_fallback(assets, model)
     if fallback is not None:
         name, text = fallback
         not_cached = tuple(a.filename for a in tried if a.status is Status.MISSING_OFFLINE)
-        return ChatTemplate(f"vllm fallback {name}", text, special, not_cached)
+        return ChatTemplate(f"vllm fallback {name}", text, special, not_cached, **strings)
     missing = [a for a in tried if a.status in (Status.MISSING_OFFLINE, Status.UNREACHABLE)]
     if missing:
-        raise TemplateUnavailable("; ".join(a.why() for a in missing), Status.MISSING_OFFLINE, tuple(missing))
+        offline_or_not = "not in the HF cache (HF_HUB_OFFLINE is set)" if all(
+            a.status is Status.MISSING_OFFLINE for a in missing) else "not reachable"
+        raise TemplateUnavailable(f"no chat template: {hub_files.what_would_do((hub_files.TEMPLATE,), assets)}; "
+                                  f"{', '.join(a.filename for a in missing)} {offline_or_not}",
+                                  Status.MISSING_OFFLINE, tuple(missing))
     raise TemplateUnavailable(f"{model} has no chat template and vLLM ships no fallback for it")
 
 
