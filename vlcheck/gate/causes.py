@@ -1,0 +1,199 @@
+"""Findings grouped into causes, so a person reads ten decisions, not sixty cells.
+
+A cause is one piece of evidence seen in several cells: the same words once versions, addresses,
+paths, hashes, numbers and the family's own names are masked. Two kinds of cause sit above the
+words, because every other cell of their family-config follows from them: an architecture that
+left vLLM's registry, and an engine arg vLLM no longer accepts. Each cause says whose it is when
+vlcheck can tell (the package of the innermost frame, or what the evidence names) and, where
+measured points of the matrix place it, the first release where its cells went bad.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vlcheck.gate.measured import _mask
+
+ROOTS = (
+    ("architecture", re.compile(r"is not a supported architecture"), "vllm",
+     "the architecture left vLLM's model registry"),
+    ("engine_args", re.compile(r"is not an EngineArgs field|is not one of .*allowed values|does not fit its type"), "vllm",
+     "vLLM no longer accepts an engine arg of the example"),
+)
+"""(check, evidence pattern, whose, what it means): a failing family-config of this kind explains
+every other failing cell of the same family-config."""
+
+_RAISED = re.compile(r"\b(vllm|transformers|tokenizers|torch)\b raised")
+_HTTP = re.compile(r"\banswered (5\d\d)\b|\bHTTP (5\d\d)\b|\b(5\d\d) Internal Server Error")
+_NUMBER = re.compile(r"\d+")
+_KIND = re.compile(r"\[(single|multi_image)[^\]]*\]\s*")
+_QUOTED_PATH = re.compile(r"(/[\w.+-]+){2,}")
+
+
+@dataclass
+class Cell:
+    family: str
+    label: str
+    """`check [kind]`, as the diff names it."""
+    category: str
+    """regression, new failure, lost coverage or moved."""
+    evidence: str
+    frames: list[dict] = field(default_factory=list)
+
+    @property
+    def check(self) -> str:
+        return self.label.split(" ")[0]
+
+    @property
+    def kind(self) -> str | None:
+        found = re.search(r"\[(\w+)\]", self.label)
+        return found.group(1) if found else None
+
+
+@dataclass
+class Cause:
+    title: str
+    whose: str
+    why_whose: str
+    cells: list[Cell] = field(default_factory=list)
+    first_bad: str = ""
+    frames: list[dict] = field(default_factory=list)
+
+    @property
+    def families(self) -> list[str]:
+        return sorted({c.family for c in self.cells}, key=str.lower)
+
+    @property
+    def checks(self) -> list[str]:
+        return sorted({c.check for c in self.cells})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"title": self.title, "whose": self.whose, "why_whose": self.why_whose, "first_bad": self.first_bad,
+                "families": self.families, "checks": self.checks, "frames": self.frames,
+                "cells": [{"family": c.family, "check": c.label, "category": c.category, "evidence": c.evidence,
+                           "frames": c.frames} for c in self.cells]}
+
+    def text(self, index: int) -> str:
+        counted = ", ".join(f"{check} x{sum(c.check == check for c in self.cells)}" for check in self.checks)
+        lines = [f"{index}. [{self.whose}] {self.title}",
+                 f"   {len(self.cells)} cells ({counted}) in {len(self.families)} families: {', '.join(self.families)}",
+                 f"   whose: {self.whose} ({self.why_whose})"]
+        if self.first_bad:
+            lines.append(f"   first bad: {self.first_bad}")
+        if self.frames:
+            lines.append("   innermost frames: " + " <- ".join(frame_text(f) for f in reversed(self.frames)))
+        return "\n".join(lines)
+
+
+def frame_text(frame: dict) -> str:
+    return f"{frame.get('file', '?')}:{frame.get('line', '?')} in {frame.get('function', '?')}"
+
+
+def key_of(evidence: str, family: str, names: list[str]) -> str:
+    """The evidence with everything that differs between cells of one cause masked."""
+    text = _KIND.sub("", _mask(evidence))
+    for name in sorted({n for n in names if n}, key=len, reverse=True):
+        text = text.replace(name, "<family>")
+    text = _QUOTED_PATH.sub("<path>", text)
+    return _NUMBER.sub("N", text).strip()[:300]
+
+
+def whose_of(evidence: str, frames: list[dict]) -> tuple[str, str]:
+    if frames:
+        return frames[-1].get("package", "unknown"), f"innermost frame {frame_text(frames[-1])}"
+    raised = _RAISED.search(evidence)
+    if raised:
+        return raised.group(1), f"the evidence says {raised.group(0)}"
+    if _HTTP.search(evidence):
+        return "vllm", "vLLM's server answered a 5xx (its own error, whatever it called)"
+    return "unknown", "no frame and no owner in the evidence: read it"
+
+
+def _unit(report: dict, family: str, label: str) -> dict:
+    check, _, rest = label.partition(" ")
+    cell = report["families"].get(family, {}).get("checks", {}).get(check) or {}
+    kind = rest.strip("[]") or None
+    return (cell.get("variants") or {}).get(kind, cell) if kind else cell
+
+
+def _names(report: dict, family: str) -> list[str]:
+    row = report["families"].get(family, {})
+    return [family, row.get("model", ""), row.get("model", "").split("/")[-1]]
+
+
+def group(cells: list[Cell], new: dict, points: "PointIndex | None" = None) -> list[Cause]:
+    """Causes, largest first; every cell in exactly one."""
+    causes: dict[str, Cause] = {}
+    rooted: dict[tuple[str, str | None], str] = {}
+    for check, pattern, whose, meaning in ROOTS:
+        for c in cells:
+            if c.check == check and pattern.search(c.evidence):
+                key = f"root:{check}:{key_of(c.evidence, c.family, _names(new, c.family))}"
+                cause = causes.setdefault(key, Cause(f"{meaning}: {_first_line(c.evidence)}", whose,
+                                                     f"{check} fails: {meaning}"))
+                rooted[(c.family, c.kind)] = key
+                if cause.title.startswith(meaning) and len(cause.cells) == 0:
+                    cause.title = f"{meaning} ({_first_line(_KIND.sub('', c.evidence))})"
+    for c in cells:
+        key = rooted.get((c.family, c.kind)) or rooted.get((c.family, None))
+        if key is None:
+            key = key_of(c.evidence, c.family, _names(new, c.family))
+            if key not in causes:
+                whose, why = whose_of(c.evidence, c.frames)
+                causes[key] = Cause(_first_line(_KIND.sub("", c.evidence)), whose, why, frames=c.frames)
+        causes[key].cells.append(c)
+        if not causes[key].frames and c.frames:
+            causes[key].frames = c.frames
+    ordered = sorted(causes.values(), key=lambda cause: (-len(cause.cells), cause.title))
+    if points is not None:
+        for cause in ordered:
+            cause.first_bad = points.first_bad(cause.cells)
+    return ordered
+
+
+def _first_line(text: str, limit: int = 220) -> str:
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[:limit] + "…"
+
+
+class PointIndex:
+    """The matrix's measured points (`compat/points`): where along the two axes from the baseline
+    (newer vLLM with the baseline's transformers; newer transformers with the baseline's vLLM) a
+    cell first went bad."""
+
+    def __init__(self, root: Path, old_env: dict, new_env: dict):
+        from vlcheck.gate.points import Store, version_key
+
+        self.store = Store(Path(root), log=lambda _: None)
+        self.key = version_key
+        self.old = (old_env.get("vllm", ""), old_env.get("transformers", ""))
+        self.new = (new_env.get("vllm", ""), new_env.get("transformers", ""))
+
+    def _between(self, version: str, low: str, high: str) -> bool:
+        return self.key(low) <= self.key(version) <= self.key(high)
+
+    def axes(self) -> list[tuple[str, list]]:
+        """The points from the baseline towards the candidate, one axis per package, in release order."""
+        (v0, t0), (v1, t1) = self.old, self.new
+        order = lambda p: (self.key(p.vllm), self.key(p.transformers))  # noqa: E731
+        vllm_axis = [p for p in self.store.points if p.transformers == t0 and self._between(p.vllm, v0, v1)]
+        tf_axis = [p for p in self.store.points if p.vllm == v0 and self._between(p.transformers, t0, t1)]
+        return [("vLLM", sorted(vllm_axis, key=order)), ("transformers", sorted(tf_axis, key=order))]
+
+    def first_bad(self, cells: list[Cell]) -> str:
+        found = []
+        for label, axis in self.axes():
+            first = None
+            for point in axis:
+                bad = [c for c in cells if (self.store.cell(point, c.family, c.check) or {}).get("outcome") == "fail"]
+                if bad:
+                    first = point
+                    break
+            if first is not None:
+                version = first.vllm if label == "vLLM" else first.transformers
+                other = f"transformers {first.transformers}" if label == "vLLM" else f"vLLM {first.vllm}"
+                found.append(f"{label} {version} (with {other})")
+        return "; ".join(found) or "not placed by the measured points (run `vlcheck matrix` or `vlcheck bisect`)"
