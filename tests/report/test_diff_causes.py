@@ -60,7 +60,9 @@ def test_seven_cells_are_three_causes_largest_first(tmp_path, capsys):
     assert second.startswith("[vllm] the architecture left vLLM's model registry")
     assert "3 cells (architecture x1, processor x1, reference x1) in 1 families: delta" in second
     assert third.startswith("[transformers] transformers raised RuntimeError")
-    assert "innermost frames: transformers/models/x/processing_x.py:120 in expand" in third
+    assert "raised at: transformers/models/x/processing_x.py:120 in expand" in third
+    assert "alpha reference [single]: pass -> fail: [single] transformers raised RuntimeError" in out
+    assert "\n    raised at: transformers/models/x/processing_x.py:120 in expand" in out.split("REGRESSIONS")[1]
     assert out.index("CAUSES") < out.index("REGRESSIONS")  # causes first, the cells below
 
 

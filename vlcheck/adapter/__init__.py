@@ -18,6 +18,11 @@ Shims (API: generations, with the versions measured to need them):
   5.19 keys them by backend (`{"torchvision": name}`), as image processors already were.
 - engine shutdown (`engine.py`): `llm.llm_engine.engine_core.shutdown()` on vllm 0.24 and 0.32
   (no public `LLM.shutdown()`; used when one appears).
+- tokenizer modes (`engine.py`): `tokenizer_mode` is typed `TokenizerMode | str` and checked against
+  `vllm.tokenizers.TokenizerRegistry` when the tokenizer loads, on vllm 0.24 and 0.33 (one
+  generation). The other values vLLM allows engine args (`engine_arg_values`) are read generically:
+  `Literal` and enum types of EngineArgs fields and the `choices=` of vLLM's CLI parser
+  (`EngineArgs.add_cli_args(FlexibleArgumentParser())`, `vllm.utils.argparse_utils` on 0.24, 0.33).
 - unchanged on vllm 0.24 and 0.32 / transformers 5.16 and 5.19, one generation each: engine
   cleanup and LoRA requests (`engine.py`), chat-template fallbacks, content-format detection and
   Jinja rendering (`chat.py`), the model registry (`models.py`), vLLM's own config classes
@@ -32,15 +37,15 @@ Shims (API: generations, with the versions measured to need them):
 from __future__ import annotations
 
 from vlcheck.adapter.chat import chat_template_content_format, chat_template_fallback, render_chat_template
-from vlcheck.adapter.engine import (engine_arg_types, lora_request, prepare_cpu_engine, release_engine_memory,
-                                    shutdown_engine, version)
+from vlcheck.adapter.engine import (AllowedValues, engine_arg_types, engine_arg_values, lora_request,
+                                    prepare_cpu_engine, release_engine_memory, shutdown_engine, version)
 from vlcheck.adapter.models import is_multimodal_class, load_model_class, supported_architectures, takes_modality
 from vlcheck.adapter.processor import Processor, apply_processor, create_processor
 
-__all__ = ["Processor", "apply_processor", "chat_template_content_format", "chat_template_fallback",
-           "create_processor", "describe", "engine_arg_types", "is_multimodal_class", "load_model_class",
-           "lora_request", "prepare_cpu_engine", "release_engine_memory", "render_chat_template", "shutdown_engine",
-           "supported_architectures", "takes_modality", "version"]
+__all__ = ["AllowedValues", "Processor", "apply_processor", "chat_template_content_format", "chat_template_fallback",
+           "create_processor", "describe", "engine_arg_types", "engine_arg_values", "is_multimodal_class",
+           "load_model_class", "lora_request", "prepare_cpu_engine", "release_engine_memory", "render_chat_template",
+           "shutdown_engine", "supported_architectures", "takes_modality", "version"]
 
 
 def describe() -> dict[str, str]:
@@ -52,6 +57,7 @@ def describe() -> dict[str, str]:
         "processor": processor.generation,
         "auto processor tables": hf_classes.generation,
         "engine shutdown": engine.shutdown_generation,
+        "tokenizer modes": engine.tokenizer_mode_generation,
         "engine cleanup": engine.cleanup_generation,
         "chat content format": chat.content_format_generation,
     })

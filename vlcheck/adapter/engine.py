@@ -1,12 +1,15 @@
-"""vLLM's engine beyond `LLM` itself: its argument fields, LoRA requests, and tearing it down so
-that the same process can start another."""
+"""vLLM's engine beyond `LLM` itself: its argument fields and the values it allows them, LoRA
+requests, and tearing it down so that the same process can start another."""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
+import types
+import typing
 from functools import lru_cache
 
-from vlcheck.adapter.generations import record, single_generation
+from vlcheck.adapter.generations import record, single_generation, unknown
 
 
 def version() -> str:
@@ -23,6 +26,162 @@ def engine_arg_types() -> dict[str, object]:
     from vllm import EngineArgs
 
     return {f.name: f.type for f in dataclasses.fields(EngineArgs)}
+
+
+@dataclasses.dataclass(frozen=True)
+class AllowedValues:
+    """The values the installed vLLM allows an engine arg, in vLLM's order. `any_case`: vLLM looks
+    the value up as an enum member's name in upper case (`Enum[value.upper()]`)."""
+
+    values: tuple
+    any_case: bool = False
+
+    def allows(self, value: object) -> bool:
+        if any(_same(value, v) for v in self.values):
+            return True
+        return self.any_case and isinstance(value, str) and value.upper() in self.values
+
+    def __or__(self, other: AllowedValues) -> AllowedValues:
+        return AllowedValues(tuple(dict.fromkeys((*self.values, *other.values))), self.any_case or other.any_case)
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):  # True == 1, but `x = true` is not the choice 1
+        return a is b
+    return a == b
+
+
+def _union_parts(tp: object) -> tuple:
+    return typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+
+
+def literal_members(tp: object) -> tuple:
+    """The members of every `Literal[...]` in a type, open or not (`TokenizerMode | str` -> the
+    modes vLLM names, although the field takes any string)."""
+    found = []
+    for part in _union_parts(tp):
+        if typing.get_origin(part) is typing.Literal:
+            found += typing.get_args(part)
+        elif typing.get_origin(part) in (list, tuple, set, frozenset):
+            found += [m for a in typing.get_args(part) for m in literal_members(a)]
+    return tuple(dict.fromkeys(found))
+
+
+def closed_values(tp: object) -> AllowedValues | None:
+    """The values a field's type closes over: the members of its `Literal`s and the names of its
+    enums (of the items, for a list); None where it takes other values too (`... | str`, an int)."""
+    values, any_case = [], False
+    for part in _union_parts(tp):
+        origin = typing.get_origin(part)
+        if part is type(None):
+            continue
+        if origin is typing.Literal:
+            values += typing.get_args(part)
+        elif isinstance(part, type) and issubclass(part, enum.Enum):
+            # vllm 0.24, 0.33 turn a string into the member `Enum[value.upper()]` (EngineArgs.mamba_backend,
+            # AttentionConfig.backend's validator)
+            values += list(part.__members__)
+            any_case = True
+        elif origin in (list, tuple, set, frozenset) and len(typing.get_args(part)) == 1:
+            inner = closed_values(typing.get_args(part)[0])
+            if inner is None:
+                return None
+            values += inner.values
+            any_case = any_case or inner.any_case
+        else:
+            return None
+    return AllowedValues(tuple(dict.fromkeys(values)), any_case) if values else None
+
+
+@lru_cache(maxsize=None)
+def cli_choices() -> dict[str, tuple]:
+    """EngineArgs field -> the `choices=` vLLM's own CLI parser gives its flag. The parser is built
+    from the config dataclasses the fields map to (`ModelConfig.tokenizer_mode`, ...), so it closes
+    fields that EngineArgs types loosely, and it holds the choices vLLM lists by hand. Building it
+    costs 0.4-1.0 s (vllm 0.24.0) and 0.7-1.7 s (0.33.0) on the loaded 2-core machine once vLLM is
+    imported (5-7 s): once per process."""
+    from vllm import EngineArgs
+    # vllm 0.24, 0.33: vllm.utils.argparse_utils (as the serve line's parser, `serve_args.py`)
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from vlcheck.adapter.render_server import cpu_platform
+
+    with cpu_platform():  # the parser's defaults build a DeviceConfig, which must find a platform
+        parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+    fields = engine_arg_types()
+    choices: dict[str, tuple] = {}
+    for action in parser._actions:
+        if action.dest in fields and action.choices is not None:
+            optional = type(None) in _union_parts(fields[action.dest])
+            # an optional field's choices end in None (vllm 0.33) or "None" (0.24): the CLI's None
+            kept = [c for c in action.choices if not (optional and (c is None or c == "None"))]
+            choices[action.dest] = tuple(dict.fromkeys([*choices.get(action.dest, ()), *kept]))
+    return choices
+
+
+@lru_cache(maxsize=None)
+def tokenizer_mode_generation() -> str:
+    try:
+        from vllm.tokenizers import TokenizerRegistry
+
+        TokenizerRegistry.tokenizers  # noqa: B018
+    except (ImportError, AttributeError):
+        raise unknown("tokenizer modes", "vllm.tokenizers.TokenizerRegistry.tokenizers") from None
+    return record("tokenizer modes", "vllm.tokenizers.TokenizerRegistry (vllm 0.24, 0.33)")
+
+
+def tokenizer_modes() -> AllowedValues:
+    """The tokenizer modes vLLM takes. `tokenizer_mode` is typed `TokenizerMode | str` (vllm 0.24,
+    0.33): any string passes the type, and vLLM looks the mode up when it loads the tokenizer
+    (`TokenizerRegistry.load_tokenizer_cls`: "No tokenizer registered for tokenizer_mode=..."),
+    after `resolve_tokenizer_args` has turned the modes it resolves itself ("auto"; "slow" in 0.24
+    only) into registered ones. Those are the members of `TokenizerMode`; the registry adds the
+    modes registered but not typed (0.24's "grok2", "kimi_audio") and any a plugin registered."""
+    tokenizer_mode_generation()
+    from vllm.tokenizers import TokenizerRegistry
+
+    typed = literal_members(engine_arg_types().get("tokenizer_mode"))
+    return AllowedValues(tuple(dict.fromkeys((*typed, *TokenizerRegistry.tokenizers))))
+
+
+def tokenizer_mode_loads(mode: str, model_dir: str) -> bool:
+    """Whether vLLM's own path takes `mode` (vllm 0.24, 0.33): `resolve_tokenizer_args` resolves
+    what it handles itself, then the registry must hold the result. The tests hold
+    `tokenizer_modes()` to it (a second reading of vLLM, not the same lookup)."""
+    tokenizer_mode_generation()
+    from vllm.tokenizers import TokenizerRegistry
+    from vllm.tokenizers.registry import resolve_tokenizer_args
+
+    resolved, *_ = resolve_tokenizer_args(model_dir, tokenizer_mode=mode)
+    return resolved in TokenizerRegistry.tokenizers
+
+
+REGISTRIES = {"tokenizer_mode": tokenizer_modes}
+"""EngineArgs fields typed as any string whose values vLLM checks against a registry at run time."""
+
+
+@lru_cache(maxsize=None)
+def _declared_values() -> dict[str, AllowedValues]:
+    fields = engine_arg_types()
+    declared = {name: v for name, tp in fields.items() if (v := closed_values(tp)) is not None}
+    for name, choices in cli_choices().items():
+        found = AllowedValues(choices)
+        declared[name] = declared[name] | found if name in declared else found
+    return declared
+
+
+@lru_cache(maxsize=None)
+def engine_arg_values() -> dict[str, AllowedValues]:
+    """EngineArgs field -> the values the installed vLLM allows it, for the fields where vLLM
+    declares them: a `Literal` or enum type of the field, the `choices=` of its CLI flag (which
+    come from the config dataclass field it maps to), a registry (`REGISTRIES`); the union where
+    several declare. A field not named takes any value of its type. Read from vLLM, once per
+    process; a registry shim that finds no generation it knows raises `SuiteError`."""
+    values = dict(_declared_values())
+    for name, lookup in REGISTRIES.items():
+        if name in engine_arg_types():
+            values[name] = values[name] | lookup() if name in values else lookup()
+    return values
 
 
 @lru_cache(maxsize=None)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,16 +44,23 @@ class CheckResult:
     """For a fail or a declared deviation: what was measured, before any declaration was applied
     (the reason of the plain failure). `vlcheck diff` compares behaviour by it, not by the label."""
 
-    variants: dict[str, dict[str, str]] = field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     """A report cell's family-configs (`single`, `multi_image`): each one's status, reason and
-    finding, so that a diff and `pytest --vlcheck-baseline` compare family-config by family-config."""
+    finding (and frames, where it has them), so that a diff and `pytest --vlcheck-baseline`
+    compare family-config by family-config."""
+
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    """For a result caused by an exception: where it was raised (`frames_of`), innermost last.
+    Evidence for people, never compared: line numbers move with every release, so they stay out
+    of `reason`, `finding` and `data`."""
 
 
 def crashed(family: str, check: str, err: BaseException, where: str = "") -> CheckResult:
     """An exception that escaped vlcheck's own code while running a check: an `error` cell."""
     prefix = f"{where} " if where else ""
     return CheckResult(family, check, Status.ERROR,
-                       f"{prefix}vlcheck crashed (not a vLLM finding): {type(err).__name__}: {str(err)[:300]}")
+                       f"{prefix}vlcheck crashed (not a vLLM finding): {type(err).__name__}: {str(err)[:300]}",
+                       frames=frames_of(err))
 
 
 LIBRARIES = ("vllm", "transformers", "tokenizers")
@@ -113,7 +122,146 @@ def from_exception(family: str, check: str, err: BaseException, where: str = "")
         return crashed(family, check, err, where)
     prefix = f"{where} " if where else ""
     text = str(err).splitlines()[0][:300] if str(err) else ""
-    return CheckResult(family, check, Status.FAIL, f"{prefix}{owner} raised {type(err).__name__}: {text}")
+    return CheckResult(family, check, Status.FAIL, f"{prefix}{owner} raised {type(err).__name__}: {text}",
+                       frames=frames_of(err))
+
+
+# --- where an exception was raised ------------------------------------------------------------
+
+MAX_FRAMES = 3
+"""The innermost frames a result keeps (plus the owning library's last one, when not among them)."""
+
+
+def frames_of(err: BaseException, owner: str | None = None) -> list[dict[str, Any]]:
+    """Where `err` was raised: its innermost `MAX_FRAMES` frames, innermost last, each
+    `{"package", "file", "line", "function"}` (`frame_dict`), preceded by the innermost frame of
+    the library that raised it (`owner`, default `raised_by(err)`) when that one is not among them:
+    e.g. transformers' line that handed torch the bad shape, under torch's own frames.
+
+    The traceback is followed into the exception `err` wraps (`raise X from cause`, or raised while
+    handling it) when that one was caught on `err`'s own way up: its outermost frame is one of
+    `err`'s frames. vLLM wraps what the HF processor raised ("Failed to apply X on data=...", raised
+    from the processor's exception in vLLM's own frame): its innermost frames are vLLM's wrapping
+    code, the wrapped exception's are where it went wrong. An exception met earlier somewhere else
+    (a `__context__` from another call stack) is not followed, nor one its raiser set aside
+    (`raise X from None`). `owner` is still decided on `err` alone (`raised_by`): following the
+    chain shows where, never changes whose."""
+    try:
+        entries = _chain(err)
+        if not entries:
+            return []
+        owner = owner or raised_by(err)
+        inner = entries[-MAX_FRAMES:]
+        picked = [e for e in reversed(entries) if _owner(e[0]) == owner][:1]
+        if picked and not any(picked[0][0] is f for f, _ in inner):
+            inner = picked + inner
+        return [frame_dict(frame, line) for frame, line in inner]
+    except Exception:  # noqa: BLE001 - evidence, never a reason for a check to crash
+        return []
+
+
+def _entries(err: BaseException) -> list[tuple[Any, int]]:
+    out, tb = [], err.__traceback__
+    while tb is not None:
+        out.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    return out
+
+
+def _chain(err: BaseException) -> list[tuple[Any, int]]:
+    """(frame, line) of `err`'s traceback, outermost first, continued into the exceptions it wraps
+    (`frames_of` says which)."""
+    entries, seen = _entries(err), {id(err)}
+    while True:
+        inner = err.__cause__ if err.__cause__ is not None else (
+            None if err.__suppress_context__ else err.__context__)
+        if inner is None or id(inner) in seen:
+            return entries
+        more = _entries(inner)
+        at = next((i for i, (frame, _) in enumerate(entries) if more and frame is more[0][0]), None)
+        if at is None:
+            return entries
+        entries, err = entries[:at] + more, inner
+        seen.add(id(err))
+
+
+_SITE = re.compile(r".*/(?:site|dist)-packages/")
+
+
+def source_path(path: str) -> str:
+    """A source file as a report names it: relative to its site-packages folder, else to the
+    checkout (`vlcheck/...`, `tests/...`), else to the `sys.path` entry holding it (the standard
+    library); as it is otherwise (`<string>`, `<frozen ...>`). No machine's folders in a report."""
+    found = _SITE.match(path)
+    if found:
+        return path[found.end():]
+    if path.startswith(_CHECKOUT):
+        return path[len(_CHECKOUT):]
+    roots = [p.rstrip("/") + "/" for p in sys.path if p and path.startswith(p.rstrip("/") + "/")]
+    return path[len(max(roots, key=len)):] if roots else path
+
+
+def frame_dict(frame, line: int) -> dict[str, Any]:
+    """`{"package": "transformers", "file": "transformers/models/x/processing_x.py", "line": 123,
+    "function": "XProcessor.__call__"}`: `package` is the top-level module the code belongs to (in
+    the checkout, its top folder: `vlcheck`, `tests`)."""
+    path = frame.f_code.co_filename
+    file = source_path(path)
+    package = (frame.f_globals.get("__name__", "") or "").split(".")[0]
+    if (path.startswith(_CHECKOUT) and not _SITE.match(path)) or package in ("", "__main__"):
+        package = _package_of(file) or package
+    return {"package": package, "file": file, "line": int(line),
+            "function": getattr(frame.f_code, "co_qualname", frame.f_code.co_name)}
+
+
+def _package_of(file: str) -> str:
+    """The top-level module of a file named relative to its root (`source_path`); "" for others."""
+    return "" if file.startswith(("/", "<")) else file.split("/")[0].removesuffix(".py")
+
+
+_TRACEBACK_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
+_CHAINED = ("The above exception was the direct cause of the following exception",
+            "During handling of the above exception, another exception occurred")
+
+
+def frames_in_text(text: str) -> list[dict[str, Any]]:
+    """Where the last exception printed in `text` (another process's log: a server's, an engine's)
+    was raised: the innermost `MAX_FRAMES` frames of the first traceback of the last printed chain
+    (Python prints the wrapped exception first), skipping a chain that says its root cause is
+    above (vLLM's launcher after its engine core's); the package is read from the file's path
+    (`source_path`), the function is the code's name. [] where the text holds no traceback.
+    Log prefixes (`(EngineCore pid=1) ERROR ... [core.py:9]`) are ignored."""
+    chains: list[dict] = []
+    chained = False
+    for line in (text or "").splitlines():
+        if any(c in line for c in _CHAINED):
+            chained = True
+        elif "Traceback (most recent call last)" in line:
+            if not chained or not chains:
+                chains.append({"root": [], "blocks": 0, "above": False})
+            chains[-1]["blocks"] += 1
+            chained = False
+        elif chains:
+            found = _TRACEBACK_LINE.search(line)
+            if found and chains[-1]["blocks"] == 1:
+                file = source_path(found["file"])
+                chains[-1]["root"].append({"package": _package_of(file), "file": file, "line": int(found["line"]),
+                                           "function": found["function"]})
+            if "root cause above" in line:
+                chains[-1]["above"] = True
+    usable = [c for c in chains if c["root"]]
+    best = next((c for c in reversed(usable) if not c["above"]), usable[-1] if usable else None)
+    return best["root"][-MAX_FRAMES:] if best else []
+
+
+def frame_text(frame: dict[str, Any]) -> str:
+    """One frame in one line: `transformers/models/x/processing_x.py:123 in XProcessor.__call__`."""
+    return f"{frame.get('file')}:{frame.get('line')} in {frame.get('function')}"
+
+
+def frames_text(frames: list[dict[str, Any]]) -> str:
+    """Frames in one line, innermost last (for a diff's or a report's reader, never for a finding)."""
+    return " > ".join(frame_text(f) for f in frames)
 
 
 NOT_APPLIED = "declaration_not_applied"
@@ -138,13 +286,14 @@ def declared_deviation(result: CheckResult, variant, declared_as: str | None = N
                 f"{describe()}: checked plainly)")
         finding = (result.finding or result.reason) if result.status is Status.FAIL else ""
         return CheckResult(result.family, result.check, result.status, result.reason + note, result.details,
-                           {**result.data, f"{variant.kind}.{NOT_APPLIED}": key}, finding)
+                           {**result.data, f"{variant.kind}.{NOT_APPLIED}": key}, finding, frames=result.frames)
     if result.status is Status.PASS:
         return CheckResult(result.family, result.check, result.status,
                            result.reason + f" (deviations.{key} is declared for {declared.scope} but did not happen)",
                            result.details, result.data)
     return CheckResult(result.family, result.check, Status.DEVIATION, f"[{variant.kind}] {declared.reason}",
-                       result.details or [result.reason], result.data, result.finding or result.reason)
+                       result.details or [result.reason], result.data, result.finding or result.reason,
+                       frames=result.frames)
 
 
 ORDER = [Status.ERROR, Status.FAIL, Status.DEVIATION, Status.PASS, Status.SKIP]
@@ -164,4 +313,16 @@ def combine(family: str, check: str, results: list[CheckResult]) -> CheckResult:
         data={k: v for r in results for k, v in r.data.items()},
         finding="; ".join(dict.fromkeys(r.finding or r.reason for r in results
                                         if r.status in (Status.FAIL, Status.DEVIATION))),
+        frames=unique_frames(f for r in picked for f in r.frames),
     )
+
+
+def unique_frames(frames) -> list[dict[str, Any]]:
+    """Frames once each, in their first order (two family-configs failing in the same line)."""
+    out, seen = [], set()
+    for f in frames:
+        key = (f.get("package"), f.get("file"), f.get("line"), f.get("function"))
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out

@@ -7,7 +7,7 @@ import re
 from vlcheck import adapter
 from vlcheck.checkpoints.folders import model_files
 from vlcheck.checkpoints.synthetic import NotBuildable
-from vlcheck.core.results import CheckResult, Status, crashed, declared_deviation, raised_by
+from vlcheck.core.results import CheckResult, Status, crashed, declared_deviation, frames_of, raised_by
 from vlcheck.prompt.conformance import template_unavailable
 from vlcheck.prompt.render import default_questions
 from vlcheck.prompt.requests import example_prompt, media_data
@@ -44,7 +44,7 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         return CheckResult(spec.name, "processor", Status.SKIP, f"{where} no checkpoint: {err}")
     except Exception as err:  # noqa: BLE001 - the builder is vlcheck's: whatever it raises is an error, never a fail
         return crashed(spec.name, "processor", err, f"{where} {spec.name}: building the synthetic checkpoint failed:")
-    problems, counts = [], {}
+    problems, counts, frames = [], {}, []  # frames: where the first exception behind a problem was raised
     top = variant.max_images or 1
     for modality in variant.modalities:
         try:
@@ -56,6 +56,7 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
             if raised_by(err) == "vlcheck":
                 return crashed(spec.name, "processor", err, where)
             problems.append(f"{spec.name}: vLLM could not build its processor: {type(err).__name__}: {str(err)[:300]}")
+            frames = frames or frames_of(err)
             continue
         for count in variant.item_counts():
             try:
@@ -68,6 +69,7 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
                 if raised_by(err) == "vlcheck":
                     return crashed(spec.name, "processor", err, where)
                 problems.append(explain(err, spec, modality, count))
+                frames = frames or frames_of(err)
                 continue
             ranges = out["placeholders"].get(modality, [])
             if len(ranges) != count:
@@ -76,8 +78,8 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
                                                "item_tokens": [length for _, length in ranges]}
     data = {f"{variant.kind}.token_counts": counts} if counts else {}
     if problems:
-        return declared_deviation(CheckResult(spec.name, "processor", Status.FAIL, f"{where} {problems[0]}", problems, data),
-                                  variant)
+        return declared_deviation(CheckResult(spec.name, "processor", Status.FAIL, f"{where} {problems[0]}", problems, data,
+                                              frames=frames), variant)
     return CheckResult(spec.name, "processor", Status.PASS, f"{where} {len(counts)} request shape(s) processed", data=data)
 
 

@@ -46,10 +46,26 @@ def value_fits(value: Any, tp: Any) -> bool:
     return True
 
 
+def outside_allowed(value: Any, allowed: adapter.AllowedValues | None) -> list[Any]:
+    """The value (each item, for a list) that is not one of the allowed values; none where the
+    field has no declared values or the value is None (left to `value_fits`)."""
+    if allowed is None or value is None:
+        return []
+    return [v for v in (value if isinstance(value, list) else [value]) if not allowed.allows(v)]
+
+
+def not_allowed_message(key: str, value: Any, outside: list[Any], allowed: adapter.AllowedValues) -> str:
+    shown = ", ".join(repr(v) for v in allowed.values)
+    which = "" if outside == [value] else f": {', '.join(repr(v) for v in outside)}"
+    return f"engine arg {key}={value!r}{which} is not one of vllm {adapter.version()}'s allowed values: {shown}"
+
+
 def engine_args_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     """Every engine arg of the variant (all modalities, largest item count) is a field of the
-    installed vLLM's EngineArgs and its value fits the field's type."""
+    installed vLLM's EngineArgs, its value is one of the values vLLM allows the field where vLLM
+    declares them (`adapter.engine_arg_values`), and it fits the field's type."""
     fields = adapter.engine_arg_types()
+    allowed = adapter.engine_arg_values()
     problems = []
     for modality in variant.modalities:
         args = variant.engine_args_for(modality, variant.max_images or 1)
@@ -58,7 +74,10 @@ def engine_args_check(spec: FamilySpec, variant: Variant) -> CheckResult:
                 hint = migration_hint(key)
                 problems.append(f"engine arg {key!r} is not an EngineArgs field of vllm {adapter.version()}"
                                 + (f"; migrate to {hint}" if hint else ""))
-            elif not value_fits(value, fields[key]):
+            elif outside := outside_allowed(value, allowed.get(key)):
+                problems.append(not_allowed_message(key, value, outside, allowed[key]))
+            elif not value_fits(value, fields[key]) and not (key in allowed and allowed[key].any_case):
+                # (an enum's member named by a string, as vLLM takes it, does not fit the enum type)
                 problems.append(f"engine arg {key}={value!r} does not fit its type {fields[key]}")
     if variant.sampling:
         from vllm import SamplingParams

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vlcheck.core.results import frame_text, frames_text
 from vlcheck.gate.measured import _mask
 
 ROOTS = (
@@ -84,12 +85,10 @@ class Cause:
         if self.first_bad:
             lines.append(f"   first bad: {self.first_bad}")
         if self.frames:
-            lines.append("   innermost frames: " + " <- ".join(frame_text(f) for f in reversed(self.frames)))
+            lines.append("   raised at: " + frames_text(self.frames))
         return "\n".join(lines)
 
 
-def frame_text(frame: dict) -> str:
-    return f"{frame.get('file', '?')}:{frame.get('line', '?')} in {frame.get('function', '?')}"
 
 
 def key_of(evidence: str, family: str, names: list[str]) -> str:

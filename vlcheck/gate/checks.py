@@ -36,9 +36,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
-from vlcheck.core.results import CheckResult, Status, combine, crashed, declared_deviation, from_exception
+from vlcheck.core.results import (CheckResult, Status, combine, crashed, declared_deviation, frames_in_text,
+                                  from_exception)
 from vlcheck.spec.schema import FamilySpec, Variant
 
 
@@ -88,9 +89,13 @@ def run_cell(check: Check, spec: FamilySpec, engines=None) -> CheckResult:
     return cell
 
 
-def unit(result: CheckResult) -> dict[str, str]:
-    """One family-config's part of a report cell."""
-    return {"status": result.status.value, "reason": result.reason, "finding": result.finding}
+def unit(result: CheckResult) -> dict[str, Any]:
+    """One family-config's part of a report cell; `frames` (where an exception was raised) only
+    when it has them: evidence for the reader, never compared (`gate.diff` compares status and finding)."""
+    out: dict[str, Any] = {"status": result.status.value, "reason": result.reason, "finding": result.finding}
+    if result.frames:
+        out["frames"] = [dict(f) for f in result.frames]
+    return out
 
 
 # --- the CPU checks ---------------------------------------------------------------------------
@@ -302,7 +307,8 @@ class Engines:
             handle = self.cache.get(spec, variant, self.weights, self.platform)
         except (EngineUnavailable, EngineDied) as err:
             skip = isinstance(err, EngineUnavailable) and err.skip
-            result = CheckResult(spec.name, check.name, Status.SKIP if skip else Status.FAIL, str(err))
+            result = CheckResult(spec.name, check.name, Status.SKIP if skip else Status.FAIL, str(err),
+                                 frames=[] if skip else (getattr(err, "frames", None) or frames_in_text(str(err))))
             # an engine known not to start: every GPU check of the variant shares that deviation
             return declared_deviation(declared_deviation(result, variant, declared_as="generation"), variant)
         except TemplateUnavailable as err:
@@ -315,7 +321,8 @@ class Engines:
             try:
                 return check.run(spec, variant, handle)
             except EngineDied as err:  # the engine died under this request: vLLM's failure, with its last words
-                return declared_deviation(CheckResult(spec.name, check.name, Status.FAIL, str(err)), variant,
+                return declared_deviation(CheckResult(spec.name, check.name, Status.FAIL, str(err),
+                                                      frames=frames_in_text(str(err))), variant,
                                           declared_as="generation")
             except TemplateUnavailable as err:
                 return CheckResult(spec.name, check.name, Status.SKIP, f"[{variant.kind}] {err}")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from vlcheck.core.results import NOT_APPLIED
+from vlcheck.core.results import NOT_APPLIED, frames_text
 from vlcheck.gate.measured import mask_run_specific
 
 OK = ("pass", "declared deviation")
@@ -68,11 +68,14 @@ class Change:
     note: str = ""
     tolerance: float | None = None
     """How far the fact's numbers may move and be the same (its check's)."""
+    frames: tuple = field(default=(), compare=False)
+    """Where the new side's exception was raised (innermost last): evidence to read, never compared."""
 
     def text(self) -> str:
         where = f"{self.family} {self.check}"
         if self.fact == "status":
-            return f"{where}: {self.old} -> {self.new}" + (f": {self.note}" if self.note else "")
+            raised = f"\n    raised at: {frames_text(list(self.frames))}" if self.frames else ""
+            return f"{where}: {self.old} -> {self.new}" + (f": {self.note}" if self.note else "") + raised
         if isinstance(self.old, list) and isinstance(self.new, list) and _lines(self.old + self.new):
             body = "\n".join([*("    -" + line for line in self.old), *("    +" + line for line in self.new)][:40])
             return f"{where}: {self.fact} changed:\n{body}"
@@ -267,7 +270,8 @@ def new_failures(old: dict, new: dict, regressions: list[Change]) -> list[Change
                 note = {None: "not in the old report", "skip": "skipped on the old side",
                         "fail": "failed on the old side too"}.get(was, f"{was} on the old side")
                 found.append(Change(family, label, "status", was or "absent", "fail",
-                                    f"{note}: {unit.get('finding') or unit.get('reason', '')}"))
+                                    f"{note}: {unit.get('finding') or unit.get('reason', '')}",
+                                    frames=tuple(unit.get("frames") or ())))
     return found
 
 
@@ -322,7 +326,8 @@ def compare_unit(d: Diff, family: str, label: str, o: dict, n: dict, not_applied
                                f"its declaration was measured on other versions: re-measure it here and widen its range")
         return True
     if was in OK and now == "fail":
-        d.regressions.append(Change(family, label, "status", was, now, n.get("reason", "")))
+        d.regressions.append(Change(family, label, "status", was, now, n.get("reason", ""),
+                                    frames=tuple(n.get("frames") or ())))
         return False  # what it no longer measures is the regression's, not lost coverage of its own
     elif was == "pass" and now == "declared deviation":
         d.regressions.append(Change(family, label, "status", was, now, "now only passes by a declaration: "

@@ -8,7 +8,7 @@ import html
 import json
 from typing import Any
 
-from vlcheck.gate import causes as causes_
+from vlcheck.core.results import frame_text, frames_text
 from vlcheck.gate.diff import EXIT_CODES, VERDICT_TEXT, Change, Diff, causes_summary, summary
 
 SCHEMA = 1
@@ -68,7 +68,7 @@ def _cell_view(report: dict, family: str, label: str) -> dict:
     facts = {k: v for k, v in (cell.get("data") or {}).items() if kind is None or k.startswith(f"{kind}.")}
     view = {"status": unit.get("status"), "reason": unit.get("reason", ""), "finding": unit.get("finding", "")}
     if unit.get("frames"):
-        view["frames"] = [causes_.frame_text(f) for f in unit["frames"]]
+        view["frames"] = [frame_text(f) for f in unit["frames"]]
     return {**view, "facts": facts}
 
 
@@ -124,7 +124,7 @@ def to_html(d: Diff) -> str:
         parts.append(f"<h2>Causes ({esc(causes_summary(d))})</h2><table><tr><th>#</th><th>whose</th><th>cause</th>"
                      "<th>cells</th><th>families</th><th>first bad</th></tr>")
         for i, c in enumerate(d.causes, 1):
-            frames = ("<br><code>" + esc(" ← ".join(causes_.frame_text(f) for f in reversed(c.frames))) + "</code>"
+            frames = ("<br><code>" + esc(frames_text(c.frames)) + "</code>"
                       if c.frames else "")
             parts.append(f"<tr><td><a href='#cause-{i}'>{i}</a></td><td>{esc(c.whose)}<br><span class='muted'>"
                          f"{esc(c.why_whose)}</span></td><td>{esc(c.title)}{frames}</td><td>{len(c.cells)}</td>"

@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from vlcheck.core.results import CheckResult, Status
+from vlcheck.core.results import CheckResult, Status, frames_text
 
 SCHEMA = 3
 """2: the `error` status (vlcheck could not run the check), apart from `fail`. 3: per cell, its
@@ -71,6 +71,8 @@ def build(results: list[CheckResult], checks: list[str], families: dict[str, Any
                 "data": as_json(r.data)}
         if r.variants:
             cell["variants"] = r.variants
+        if r.frames:  # where the exception behind it was raised (core.results.frames_of): read, never compared
+            cell["frames"] = as_json(r.frames)
         matrix[r.family]["checks"][r.check] = cell
     counts = {s.value: sum(r.status is s for r in results) for s in Status}
     return {"schema": SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -130,6 +132,8 @@ def to_html(report: dict) -> str:
             if cell["status"] != "pass":
                 label = f'<a href="#{esc(anchor)}">{label}</a>'
                 body = "".join(f"<pre>{esc(str(d))}</pre>" for d in cell["details"][:20])
+                if cell.get("frames"):
+                    body += f'<p class="frames">raised at: {esc(frames_text(cell["frames"]))}</p>'
                 details.append(f'<section id="{esc(anchor)}" class="detail" data-status="{esc(cell["status"])}">'
                                f'<h3>{esc(fam)} · {esc(c)} · {esc(cell["status"])}</h3>'
                                f'<p>{esc(cell["reason"])}</p>{body}</section>')

@@ -34,11 +34,13 @@ class ChildError(Exception):
     """An exception raised in the guarded child, with its root cause's type and message."""
 
     def __init__(self, name: str, message: str, cause_name: str, cause_message: str, cause_mro: list[str],
-                 owner: str = "vllm"):
+                 owner: str = "vllm", frames: list[dict] | None = None):
         super().__init__(message)
         self.name, self.cause_name, self.cause_message, self.cause_mro = name, cause_name, cause_message, cause_mro
         self.owner = owner
         """Whose code raised it (`core.results.raised_by`): `vlcheck` means a crash of vlcheck, not an outcome."""
+        self.frames = list(frames or [])
+        """Where the child raised it (`core.results.frames_of`, measured in the child: its traceback stays there)."""
 
 
 def root_cause(err: BaseException) -> BaseException:
@@ -115,11 +117,11 @@ def _serve(calls, write: int, memory_gb: int) -> None:
         except MemoryError:
             payload = ("memory", None)
         except BaseException as err:  # noqa: BLE001 - sent to the parent to classify
-            from vlcheck.core.results import raised_by
+            from vlcheck.core.results import frames_of, raised_by
 
             cause = root_cause(err)
             payload = ("error", (type(err).__name__, str(err)[:2000], type(cause).__name__, str(cause)[:2000],
-                                 [c.__name__ for c in type(cause).__mro__], raised_by(err)))
+                                 [c.__name__ for c in type(cause).__mro__], raised_by(err), frames_of(err)))
         frame = pickle.dumps(payload)
         resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
         _write_all(write, len(frame).to_bytes(8, "little") + frame)

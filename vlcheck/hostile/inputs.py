@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 import signal
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable
 
 from vlcheck.core import media
-from vlcheck.core.results import NOT_APPLIED, CheckResult, Status, SuiteError, from_exception
+from vlcheck.core.results import NOT_APPLIED, CheckResult, Status, SuiteError, frames_of, from_exception
 from vlcheck.core.versions import describe
 from vlcheck.hostile.guard import ChildError, Hang, OverMemory, guarded_calls, root_cause
 from vlcheck.spec.hostile_cases import CASES, Case
@@ -41,6 +41,9 @@ class Outcome:
     case: str
     kind: str  # one of SEVERITY
     how: str
+    frames: list[dict] = field(default_factory=list, compare=False)
+    """Where the exception behind a rejected or broken outcome was raised (`core.results.frames_of`):
+    evidence for the result, never part of the outcome's line (snapshots and facts compare those)."""
 
     def line(self) -> str:
         return f"{self.case}: {self.kind}: {self.how}"
@@ -78,6 +81,12 @@ def shorten(message: str, limit: int = 160) -> str:
     text = re.sub(r"(/[\w.\-]+)+/", "…/", text)
     text = re.sub(r"\d{5,}", "N", text)
     return text[:limit]
+
+
+def error_outcome(case: str, err: BaseException) -> Outcome:
+    """The outcome of a case that raised `err` (`classify_error`), with where it was raised."""
+    frames = err.frames if isinstance(err, ChildError) else frames_of(err)
+    return Outcome(case, *classify_error(err), frames=frames)
 
 
 def classify_error(err: BaseException) -> tuple[str, str]:
@@ -161,7 +170,7 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
             raise SuiteError(f"{spec.name} [{variant.kind}] hostile case {case.name!r}: vlcheck crashed in the guarded "
                              f"child: {error.name}: {error}")
         if error is not None:
-            return Outcome(case.name, *classify_error(error))
+            return error_outcome(case.name, error)
         ranges = out["placeholders"].get(data_modality, [])
         tokens = len(out["prompt_token_ids"])
         if len(ranges) != count:
@@ -218,8 +227,10 @@ def both_paths(served: Outcome, uncached: Outcome) -> Outcome:
     if (served.kind, served.how.split(" <- ")[-1]) == (uncached.kind, uncached.how.split(" <- ")[-1]):
         return served
     kind = max(served.kind, uncached.kind, key=SEVERITY.index)
+    worse = served if served.kind == kind else uncached
     return Outcome(served.case, kind, f"processor cache on: {served.kind}: {served.how} | "
-                                      f"cache off: {uncached.kind}: {uncached.how}")
+                                      f"cache off: {uncached.kind}: {uncached.how}",
+                   frames=worse.frames or served.frames or uncached.frames)
 
 
 def document(spec, variant: Variant, outcomes: list[Outcome], where: str) -> str:
@@ -265,17 +276,19 @@ def hostile_check(spec, variant: Variant) -> CheckResult:
     if out_of_range:
         data[f"{variant.kind}.{NOT_APPLIED}"] = "known_broken." + ", ".join(out_of_range)
     finding = f"{where} {spec.name}: {problems[0]}" if problems else ""
+    # where the first broken case's exception was raised: of those the result is about
+    frames = next((o.frames for o in (undeclared if undeclared or stale else broken) if o.frames), [])
     if undeclared or stale:
         note = "".join(f" (the spec's known_broken.{c!r}, measured on {variant.known_broken[c].scope}, does not "
                        f"apply to {describe()}: checked plainly)" for c in out_of_range)
         first = (f"broken on vLLM's processor: {undeclared[0].line()}" if undeclared
                  else f"known_broken case {stale[0]!r} now works (remove it from the spec, or narrow its versions)")
         return CheckResult(spec.name, "hostile", Status.FAIL, f"{where} {spec.name}: {first}{note}", problems, data,
-                           finding)
+                           finding, frames=frames)
     if broken:
         declared = "; ".join(f"{o.case}: {variant.broken_case(o.case).reason}" for o in broken)
         return CheckResult(spec.name, "hostile", Status.DEVIATION, f"{where} known_broken: {declared}", problems,
-                           data, finding)
+                           data, finding, frames=frames)
     counts = {k: sum(o.kind == k for o in outcomes) for k in SEVERITY}
     return CheckResult(spec.name, "hostile", Status.PASS,
                        f"{where} " + ", ".join(f"{n} {k}" for k, n in counts.items() if n), data=data)
@@ -301,9 +314,10 @@ def run_gpu(spec, variant: Variant, handle) -> list[Outcome]:
             outcome = Outcome(case.name, "handled", f"{len(out.prompt_token_ids)} prompt tokens, "
                                                     f"finish {out.outputs[0].finish_reason}")
         except Exception as err:  # noqa: BLE001 - every failure is an outcome to classify
-            outcome = Outcome(case.name, *classify_error(err))
+            outcome = error_outcome(case.name, err)
         if outcome.kind != "handled" and not still_serves(spec, variant, handle):
-            outcome = Outcome(case.name, "broken", outcome.how + "; the engine no longer answers a normal request")
+            outcome = Outcome(case.name, "broken", outcome.how + "; the engine no longer answers a normal request",
+                              frames=outcome.frames)
         return outcome
 
     outcomes = run_cases(spec, variant, attempt)

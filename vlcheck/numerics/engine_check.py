@@ -33,6 +33,7 @@ def _measure(spec: FamilySpec, variant: Variant, handle, name: str) -> CheckResu
     kind = variant.kind
     facts: dict = {"engine_start_s": round(handle.start_seconds, 1), "weights": handle.weights}
     problems: list[str] = []
+    frames: list[dict] = []  # where the exception behind a problem was raised (the cache resend's)
 
     runs = g.generation_runs(spec, variant, handle)
     facts["prompt_tokens"] = {r.shape: r.prompt_tokens for r in runs}
@@ -62,7 +63,7 @@ def _measure(spec: FamilySpec, variant: Variant, handle, name: str) -> CheckResu
     if handle.weights == "seeded":
         agreement, declared["vllm_reference"] = _against_transformers(spec, variant, handle, facts)
         problems += agreement
-    cache = _cache(spec, variant, handle, facts)
+    cache = _cache(spec, variant, handle, facts, frames)
     if variant.deviation("cache") is not None:
         declared["cache"] = cache
     else:
@@ -70,12 +71,12 @@ def _measure(spec: FamilySpec, variant: Variant, handle, name: str) -> CheckResu
 
     data = {f"{kind}.{k}": v for k, v in facts.items()}
     if problems:
-        return CheckResult(spec.name, name, Status.FAIL, f"[{kind}] {problems[0]}", problems, data)
+        return CheckResult(spec.name, name, Status.FAIL, f"[{kind}] {problems[0]}", problems, data, frames=frames)
     happened = [key for key, found in declared.items() if found]
     if happened:
         details = [p for key in happened for p in declared[key]]
         return CheckResult(spec.name, name, Status.DEVIATION, f"[{kind}] {variant.deviation(happened[0]).reason}",
-                           details, data, details[0])
+                           details, data, details[0], frames=frames)
     idle = [key for key in declared if variant.deviation(key) is not None]
     note = "".join(f" (deviations.{key} is declared for {variant.deviation(key).scope} but did not happen)" for key in idle)
     return CheckResult(spec.name, name, Status.PASS, f"[{kind}] {len(runs)} shape(s): token counts, stops, goldens, "
@@ -119,13 +120,16 @@ def _max_distance(a: dict[str, float], b: dict[str, float]) -> float | None:
     return round(max(abs(a[t] - b[t]) for t in shared), 4) if shared else None
 
 
-def _cache(spec: FamilySpec, variant: Variant, handle, facts: dict) -> list[str]:
+def _cache(spec: FamilySpec, variant: Variant, handle, facts: dict, frames: list[dict] | None = None) -> list[str]:
+    """The cache part's problems; where vLLM raised one, its frames are added to `frames`."""
     try:
         run = g.uuid_resend(spec, variant, handle, "list", "report")
     except Exception as err:  # noqa: BLE001 - vLLM rejecting the resend is this part's finding (or its declaration)
         found = from_exception(spec.name, "cache", err)
         if found.status is Status.ERROR:
             raise
+        if frames is not None:
+            frames += found.frames
         return [f"resend with [None] + uuids: {found.reason}"]
     facts["cache_resend_hits"] = run.hits_added
     if run.hits_added != g.NUM_PROMPTS or run.resend_prompt_tokens != run.first_prompt_tokens:

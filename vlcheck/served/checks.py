@@ -102,7 +102,8 @@ def served_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         last = [line for line in str(record).splitlines() if "Error" in line]
         return CheckResult(spec.name, "served", Status.FAIL,
                            f"{where} {spec.name}: `vllm launch render` did not serve the example's launch line: "
-                           f"{(last[-1] if last else str(record).splitlines()[0])[:300]}", [str(record)])
+                           f"{(last[-1] if last else str(record).splitlines()[0])[:300]}", [str(record)],
+                           frames=getattr(record, "frames", []))
     data = facts(record)
     contract = contract_problems(record)
     if contract:

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from vlcheck.core.results import CheckResult, Status
+from vlcheck.core.results import CheckResult, Status, frames_of
 from vlcheck.spec.schema import FamilySpec, Variant
 
 CHECKS = ("launch", "served")
@@ -127,7 +127,8 @@ def check_line(line: str) -> list[CheckResult]:
         facts = resolved_facts(parse(model, flags), resolved.path)
     except Exception as err:  # vLLM refused the configuration (a value out of range, a model it cannot serve)
         reason = f"parsed by vllm {version}, but its configuration does not resolve: {type(err).__name__}: {str(err)[:300]}"
-        return [CheckResult(row, "launch", Status.FAIL, reason, [line, reason], {"launch.line": line}),
+        return [CheckResult(row, "launch", Status.FAIL, reason, [line, reason], {"launch.line": line},
+                            frames=frames_of(err)),
                 CheckResult(row, "served", Status.SKIP, "the configuration does not resolve")]
     data = {"launch.line": line, "launch.model_files": resolved.kind, **{f"launch.{k}": v for k, v in facts.items()}}
     launch = CheckResult(row, "launch", Status.PASS, f"parsed by vllm {version}; model files: {resolved.kind}", data=data)
@@ -180,7 +181,7 @@ def served_cell(row: str, line: str, model: str, flags: list[str], resolved: Res
         return CheckResult(row, "served", Status.SKIP, str(err))
     except ServerFailed as err:
         return CheckResult(row, "served", Status.FAIL, f"`vllm launch render` did not start with this line: "
-                           f"{str(err).splitlines()[-1][:300]}", [str(err)])
+                           f"{str(err).splitlines()[-1][:300]}", [str(err)], frames=err.frames)
     problems = contract_problems(record)
     data = {k.replace(f"{variant.kind}.", "", 1): v for k, v in facts(record).items()}
     data["served_launch"] = line

@@ -28,6 +28,19 @@ STOP_TIMEOUT_S = 10.0
 class ServerFailed(RuntimeError):
     """The server exited or never became ready; the message ends with its log's last lines."""
 
+    def __init__(self, message: str, log: Path | None = None):
+        super().__init__(message)
+        from vlcheck.core.results import frames_in_text
+
+        text = ""
+        if log is not None:
+            try:
+                text = Path(log).read_text(errors="replace")
+            except OSError:
+                pass
+        self.frames = frames_in_text(text or message)
+        """Where the server raised what stopped it: its log's last traceback (`core.results.frames_in_text`)."""
+
 
 def free_port() -> int:
     """A port nobody listens on now (the kernel's choice for port 0)."""
@@ -87,7 +100,7 @@ class Server:
         while time.monotonic() < deadline:
             if not self.alive():
                 raise ServerFailed(f"the server exited before it was ready ({' '.join(self.argv)}); its log "
-                                   f"{self.log}:\n{log_tail(self.log)}")
+                                   f"{self.log}:\n{log_tail(self.log)}", self.log)
             try:
                 if http.get(f"{self.url}/health").status_code == 200:
                     self.ready_after_s = time.monotonic() - self.started_at
@@ -97,7 +110,7 @@ class Server:
             time.sleep(0.05)  # a render server is ready in about a second: polls are the wait
         self.stop()
         raise ServerFailed(f"the server was not ready after {timeout_s:.0f} s ({' '.join(self.argv)}); its log "
-                           f"{self.log}:\n{log_tail(self.log)}")
+                           f"{self.log}:\n{log_tail(self.log)}", self.log)
 
     def log_text(self) -> str:
         try:
@@ -160,7 +173,8 @@ class RenderForkServer:
                                              text=True, start_new_session=True, env=env)
             first = self._process.stdout.readline()
             if not first.strip():
-                raise ServerFailed(f"the render fork server did not start; its log {self.log}:\n{log_tail(self.log)}")
+                raise ServerFailed(f"the render fork server did not start; its log {self.log}:\n{log_tail(self.log)}",
+                                   self.log)
             self.import_s = time.monotonic() - began
         return self._process
 
@@ -173,7 +187,7 @@ class RenderForkServer:
             process.stdin.flush()
             reply = process.stdout.readline()
         if not reply.strip():
-            raise ServerFailed(f"the render fork server died; its log {self.log}:\n{log_tail(self.log)}")
+            raise ServerFailed(f"the render fork server died; its log {self.log}:\n{log_tail(self.log)}", self.log)
         return Server(["vllm", "launch", "render", *argv], port, log, json.loads(reply)["pid"])
 
     def close(self) -> None:
