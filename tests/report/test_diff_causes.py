@@ -78,16 +78,17 @@ def test_the_cause_key_masks_what_differs_between_cells_of_one_cause():
 def test_first_bad_release_from_the_measured_points(tmp_path):
     points = tmp_path / "points"
     points.mkdir()
-    for vllm, status in (("0.24.0", "pass"), ("0.25.0", "pass"), ("0.26.0", "fail"), ("0.33.0", "fail")):
-        cells = {"alpha": {"served": {"status": status, "outcome": status, "reason": "", "key": vllm, "facts": {}}}}
+    for vllm, status, reason in (("0.24.0", "pass", ""), ("0.25.0", "fail", "[single] a tokenizer error"),
+                                 ("0.26.0", "fail", "[single] port 41234 answered 500"), ("0.33.0", "fail", "answered 500")):
+        cells = {"alpha": {"served": {"status": status, "outcome": status, "reason": reason, "key": vllm, "facts": {}}}}
         (points / f"vllm-{vllm}_transformers-5.16.1.json").write_text(json.dumps(
             {"point": {"vllm": vllm, "transformers": "5.16.1"}, "cells": cells, "runs": [], "environment": {}}))
     from vlcheck.gate.causes import PointIndex
 
     index = PointIndex(tmp_path, {"vllm": "0.24.0", "transformers": "5.16.1"},
                        {"vllm": "0.33.0", "transformers": "5.16.1"})
-    causes = group([Cell("alpha", "served [single]", "regression", "answered 500")], report("0.33.0"), index)
-    assert causes[0].first_bad == "vLLM 0.26.0 (with transformers 5.16.1)"
+    causes = group([Cell("alpha", "served [single]", "regression", "port 40000 answered 500")], report("0.33.0"), index)
+    assert causes[0].first_bad == "vLLM 0.26.0 (with transformers 5.16.1)"  # 0.25.0 failed, but for another reason
 
 
 def test_json_html_and_fail_on(tmp_path, capsys):

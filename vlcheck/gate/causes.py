@@ -32,6 +32,12 @@ _HTTP = re.compile(r"\banswered (5\d\d)\b|\bHTTP (5\d\d)\b|\b(5\d\d) Internal Se
 _NUMBER = re.compile(r"\d+")
 _KIND = re.compile(r"\[(single|multi_image)[^\]]*\]\s*")
 _QUOTED_PATH = re.compile(r"(/[\w.+-]+){2,}")
+_HEX = re.compile(r"\b[0-9a-f]{16,}\b")
+_KIND_WORD = re.compile(r"\b(single|multi_image)\b")
+_LEADING_FAMILY = re.compile(r"^<family>:\s*")
+OWNERS = ("vllm", "transformers", "tokenizers")
+"""Whose a frame is: a library's own dependencies (torch, PIL, huggingface_hub) count as the
+library that called them, as `core.results.raised_by` decides error against fail."""
 
 
 @dataclass
@@ -43,6 +49,9 @@ class Cell:
     """regression, new failure, lost coverage or moved."""
     evidence: str
     frames: list[dict] = field(default_factory=list)
+    same_as_declared: bool = False
+    """The candidate's cell fails plainly only because its declaration was measured on other
+    versions: the finding is the declared one (the diff's re-measure list)."""
 
     @property
     def check(self) -> str:
@@ -62,6 +71,10 @@ class Cause:
     cells: list[Cell] = field(default_factory=list)
     first_bad: str = ""
     frames: list[dict] = field(default_factory=list)
+    key: str = ""
+    """What a measured point's cell must show to count as this cause (`PointIndex.first_bad`)."""
+    defining_check: str | None = None
+    """For a cause above its cells (an architecture gone): the check whose failure is the cause."""
 
     @property
     def families(self) -> list[str]:
@@ -79,7 +92,11 @@ class Cause:
 
     def text(self, index: int) -> str:
         counted = ", ".join(f"{check} x{sum(c.check == check for c in self.cells)}" for check in self.checks)
-        lines = [f"{index}. [{self.whose}] {self.title}",
+        title = self.title
+        if self.defining_check:  # one cause over several families: each family's own evidence
+            title += ": " + "; ".join(dict.fromkeys(
+                _first_line(_KIND.sub("", c.evidence), 120) for c in self.cells if c.check == self.defining_check))
+        lines = [f"{index}. [{self.whose}] {title}",
                  f"   {len(self.cells)} cells ({counted}) in {len(self.families)} families: {', '.join(self.families)}",
                  f"   whose: {self.whose} ({self.why_whose})"]
         if self.first_bad:
@@ -96,11 +113,25 @@ def key_of(evidence: str, family: str, names: list[str]) -> str:
     text = _KIND.sub("", _mask(evidence))
     for name in sorted({n for n in names if n}, key=len, reverse=True):
         text = text.replace(name, "<family>")
-    text = _QUOTED_PATH.sub("<path>", text)
-    return _NUMBER.sub("N", text).strip()[:300]
+    text = _KIND_WORD.sub("<kind>", _HEX.sub("<hex>", _QUOTED_PATH.sub("<path>", text)))
+    return _LEADING_FAMILY.sub("", _NUMBER.sub("N", text).strip())[:300]
+
+
+def frame_key(frames: list[dict], evidence: str) -> str | None:
+    """Cells raised at the same place with the same exception type are one cause, whatever each
+    check wrote around it."""
+    if not frames:
+        return None
+    kind = re.search(r"\b([A-Z]\w*(?:Error|Exception))\b", evidence)
+    innermost = frames[-1]
+    return f"frame:{innermost.get('file')}:{innermost.get('function')}:{kind.group(1) if kind else ''}"
 
 
 def whose_of(evidence: str, frames: list[dict]) -> tuple[str, str]:
+    owned = [f for f in frames if f.get("package") in OWNERS]
+    if owned:
+        via = f" (via {frames[-1].get('package')})" if owned[-1] is not frames[-1] else ""
+        return owned[-1]["package"], f"innermost {owned[-1]['package']} frame {frame_text(owned[-1])}{via}"
     if frames:
         return frames[-1].get("package", "unknown"), f"innermost frame {frame_text(frames[-1])}"
     raised = _RAISED.search(evidence)
@@ -129,27 +160,33 @@ def group(cells: list[Cell], new: dict, points: "PointIndex | None" = None) -> l
     rooted: dict[tuple[str, str | None], str] = {}
     for check, pattern, whose, meaning in ROOTS:
         for c in cells:
-            if c.check == check and pattern.search(c.evidence):
-                key = f"root:{check}:{key_of(c.evidence, c.family, _names(new, c.family))}"
-                cause = causes.setdefault(key, Cause(f"{meaning}: {_first_line(c.evidence)}", whose,
-                                                     f"{check} fails: {meaning}"))
+            if c.check == check and pattern.search(c.evidence) and not c.same_as_declared:
+                key = f"root:{check}"
+                causes.setdefault(key, Cause(meaning, whose, f"{check} fails: {meaning}", defining_check=check,
+                                             key=pattern.pattern))
                 rooted[(c.family, c.kind)] = key
-                if cause.title.startswith(meaning) and len(cause.cells) == 0:
-                    cause.title = f"{meaning} ({_first_line(_KIND.sub('', c.evidence))})"
     for c in cells:
         key = rooted.get((c.family, c.kind)) or rooted.get((c.family, None))
+        if key is None and c.same_as_declared:
+            key = "out-of-range"
+            causes.setdefault(key, Cause(
+                "declarations measured on other versions do not cover the candidate, whose cells show the declared "
+                "behaviour (the diff's 're-measure' list): re-measure and widen each declaration's range",
+                "vlcheck spec", "a declaration's version range, not a change of behaviour by itself", key="-"))
         if key is None:
-            key = key_of(c.evidence, c.family, _names(new, c.family))
+            key = frame_key(c.frames, c.evidence) or key_of(c.evidence, c.family, _names(new, c.family))
             if key not in causes:
                 whose, why = whose_of(c.evidence, c.frames)
-                causes[key] = Cause(_first_line(_KIND.sub("", c.evidence)), whose, why, frames=c.frames)
+                title = re.sub(rf"^{re.escape(c.family)}:\s*", "", _first_line(_KIND.sub("", c.evidence)))
+                causes[key] = Cause(title, whose, why, frames=c.frames,
+                                    key=key_of(c.evidence, c.family, _names(new, c.family)))
         causes[key].cells.append(c)
         if not causes[key].frames and c.frames:
             causes[key].frames = c.frames
     ordered = sorted(causes.values(), key=lambda cause: (-len(cause.cells), cause.title))
     if points is not None:
         for cause in ordered:
-            cause.first_bad = points.first_bad(cause.cells)
+            cause.first_bad = points.first_bad(cause)
     return ordered
 
 
@@ -182,13 +219,26 @@ class PointIndex:
         tf_axis = [p for p in self.store.points if p.vllm == v0 and self._between(p.transformers, t0, t1)]
         return [("vLLM", sorted(vllm_axis, key=order)), ("transformers", sorted(tf_axis, key=order))]
 
-    def first_bad(self, cells: list[Cell]) -> str:
+    def first_bad(self, cause: Cause) -> str:
+        """The first point after the baseline, along each axis, where a cell of the cause fails
+        with the cause's evidence (a point's cell holds its reason, cut at 300 characters)."""
+        if cause.key == "-":
+            return "not a change of behaviour"
+        cells = [c for c in cause.cells if cause.defining_check in (None, c.check)]
+        if cause.defining_check is not None and len({c.family for c in cells}) > 1:
+            per_family: dict[str, list[str]] = {}
+            for family in sorted({c.family for c in cells}):
+                one = Cause(cause.title, cause.whose, cause.why_whose, [c for c in cells if c.family == family],
+                            key=cause.key, defining_check=cause.defining_check)
+                per_family.setdefault(self.first_bad(one), []).append(family)
+            return "; ".join(f"{where}: {', '.join(families)}" for where, families in per_family.items())
         found = []
         for label, axis in self.axes():
             first = None
             for point in axis:
-                bad = [c for c in cells if (self.store.cell(point, c.family, c.check) or {}).get("outcome") == "fail"]
-                if bad:
+                if (point.vllm, point.transformers) == self.old:
+                    continue  # the baseline itself: what it holds is the starting point, not a change
+                if any(self._shows(cause, point, c) for c in cells):
                     first = point
                     break
             if first is not None:
@@ -196,3 +246,13 @@ class PointIndex:
                 other = f"transformers {first.transformers}" if label == "vLLM" else f"vLLM {first.vllm}"
                 found.append(f"{label} {version} (with {other})")
         return "; ".join(found) or "not placed by the measured points (run `vlcheck matrix` or `vlcheck bisect`)"
+
+    def _shows(self, cause: Cause, point, cell: Cell) -> bool:
+        measured = self.store.cell(point, cell.family, cell.check) or {}
+        if measured.get("status") != "fail":
+            return False
+        reason = measured.get("reason", "")
+        if cause.defining_check is not None:
+            return re.search(cause.key, reason) is not None
+        return key_of(reason, cell.family, [cell.family])[:120] == cause.key[:120] or cause.key[:120] in key_of(
+            reason, cell.family, [cell.family])

@@ -105,6 +105,8 @@ class Diff:
     """Coverage the new side adds: families, checks, family-configs or facts measured there only."""
     remeasure: list[str] = field(default_factory=list)
     """Declarations used outside the versions they were measured on, with unchanged behaviour."""
+    same_as_declared: set = field(default_factory=set)
+    """(family, label) of the `remeasure` entries."""
     accepted: list[tuple[Change, str]] = field(default_factory=list)
     accepted_unseen: list[str] = field(default_factory=list)
     compared: int = 0
@@ -157,7 +159,8 @@ class Diff:
                     continue
                 unit = causes._unit(self.new_report, c.family, c.check) if self.new_report else {}
                 evidence = (unit.get("finding") or unit.get("reason") or c.note or str(c.new))
-                cells.append(causes.Cell(c.family, c.check, category, evidence, list(unit.get("frames") or [])))
+                cells.append(causes.Cell(c.family, c.check, category, evidence, list(unit.get("frames") or []),
+                                         (c.family, c.check) in self.same_as_declared))
         seen, unique = set(), []
         for cell in cells:  # a cell both new failure and moved is one cell
             if (cell.family, cell.label) not in seen:
@@ -322,6 +325,7 @@ def compare_unit(d: Diff, family: str, label: str, o: dict, n: dict, not_applied
     same_finding = _finding(o, d.old_env) == _finding(n, d.new_env)
     if was in FAILING and now in FAILING and same_finding:  # the same behaviour, whatever the label says
         if now == "fail" and not_applied:
+            d.same_as_declared.add((family, label))
             d.remeasure.append(f"{where}: behaves as on the old side ({_short(n.get('finding') or n['reason'], 240)}); "
                                f"its declaration was measured on other versions: re-measure it here and widen its range")
         return True
