@@ -77,8 +77,12 @@ def _too_many(v: Variant, m: str, limit: int) -> list[dict[str, Any]]:
 
 HTTP_URL_500 = Declaration(
     reason="vLLM answers 500 for a media URL it cannot connect to (aiohttp's 'Cannot connect to host ...' is "
-           "not turned into a 4xx); measured with an http URL on a closed 127.0.0.1 port, for every family, on vLLM 0.24.0 and 0.32.0",
-    vllm=">=0.24.0,<=0.32.0", transformers=">=5.16.1,<=5.19.0")
+           "not turned into a 4xx); measured with an http URL on a closed 127.0.0.1 port, for every family, on vLLM "
+           "0.24.0, 0.32.0 and 0.33.0. By design in 0.33.0: vllm/multimodal/media/connector.py "
+           "_wrap_media_fetch_error turns only 4xx answers into 422 and returns 'connection errors' as-is 'to allow "
+           "retry logic', which vllm/entrypoints/serve/exception_handling/error_response.py answers as "
+           "InternalServerError (500)",
+    vllm=">=0.24.0,<=0.33.0", transformers=">=5.16.1,<=5.20.2")
 
 
 CASES: tuple[BadRequest, ...] = (
