@@ -82,6 +82,8 @@ class UuidRoundTrip:
 
     empty_known_same_tokens: bool
     empty_unknown: Reply
+    empty_known_hashes: dict[str, list[str]] = field(default_factory=dict)
+    """The item hashes of the empty parts sent with the same uuids: what a uuid alone names."""
 
 
 @dataclass
@@ -286,8 +288,9 @@ def uuid_round_trip(client: Client, spec: FamilySpec, variant: Variant, plain: R
     unknown = client.render_chat(chat_messages(variant, modality, question, count, ["never-sent-uuid"] * count,
                                                urls=[None] * count))
     empty_tokens = list((empty.body or {}).get("token_ids") or []) if empty.ok else []
+    empty_hashes = rendered(client, plain.shape, empty, with_text=False).hashes if empty.ok else {}
     return UuidRoundTrip(with_uuids.hashes, uuids, with_uuids.token_ids == plain.token_ids, empty,
-                         empty_tokens == plain.token_ids, unknown)
+                         empty_tokens == plain.token_ids, unknown, empty_hashes)
 
 
 def content_format(server: Server) -> str | None:
