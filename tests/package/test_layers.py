@@ -1,4 +1,4 @@
-"""The layout's two import rules, checked on the source (README, "Architecture"):
+"""The layout's two import rules, checked on the source (docs/architecture.md):
 
 (a) a vlcheck module imports only its own layer and lower ones, in the order `vlcheck.LAYERS`
     declares (every module lies in a layer: a subpackage of vlcheck/);
