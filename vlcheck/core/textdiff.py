@@ -47,3 +47,17 @@ def describe_difference(expected: str, actual: str, expected_name="expected", ac
 
 def _char(text: str, i: int) -> str:
     return json.dumps(text[i], ensure_ascii=False) if i < len(text) else "the end"
+
+
+TODAY_MARK = "⟦today⟧"
+
+
+def without_today(text: str) -> str:
+    """Today's date, which some chat templates write (`strftime_now`), as TODAY_MARK: snapshots
+    and facts must not move with the calendar."""
+    import datetime
+
+    today = datetime.date.today()
+    for form in ("%Y-%m-%d", "%d %b %Y", "%d %B %Y", "%B %d, %Y"):
+        text = text.replace(today.strftime(form), TODAY_MARK)
+    return text

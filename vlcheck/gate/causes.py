@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vlcheck.core.results import frame_text, frames_text
-from vlcheck.gate.measured import _mask
+from vlcheck.gate.measured import mask
 
 ROOTS = (
     ("architecture", re.compile(r"is not a supported architecture"), "vllm",
@@ -110,7 +110,7 @@ class Cause:
 
 def key_of(evidence: str, family: str, names: list[str]) -> str:
     """The evidence with everything that differs between cells of one cause masked."""
-    text = _KIND.sub("", _mask(evidence))
+    text = _KIND.sub("", mask(evidence))
     for name in sorted({n for n in names if n}, key=len, reverse=True):
         text = text.replace(name, "<family>")
     text = _KIND_WORD.sub("<kind>", _HEX.sub("<hex>", _QUOTED_PATH.sub("<path>", text)))
@@ -142,11 +142,19 @@ def whose_of(evidence: str, frames: list[dict]) -> tuple[str, str]:
     return "unknown", "no frame and no owner in the evidence: read it"
 
 
-def _unit(report: dict, family: str, label: str) -> dict:
+def locate(report: dict, family: str, label: str) -> tuple[dict | None, dict, str | None]:
+    """(cell, family-config unit, kind) of the diff's label `check [kind]`; the unit is the whole
+    cell where the report does not split it, and empty where the report lacks the cell."""
     check, _, rest = label.partition(" ")
-    cell = report["families"].get(family, {}).get("checks", {}).get(check) or {}
+    cell = report.get("families", {}).get(family, {}).get("checks", {}).get(check)
     kind = rest.strip("[]") or None
-    return (cell.get("variants") or {}).get(kind, cell) if kind else cell
+    if cell is None:
+        return None, {}, kind
+    return cell, (cell.get("variants") or {}).get(kind, cell) if kind else cell, kind
+
+
+def unit_of(report: dict, family: str, label: str) -> dict:
+    return locate(report, family, label)[1]
 
 
 def _names(report: dict, family: str) -> list[str]:
@@ -254,5 +262,4 @@ class PointIndex:
         reason = measured.get("reason", "")
         if cause.defining_check is not None:
             return re.search(cause.key, reason) is not None
-        return key_of(reason, cell.family, [cell.family])[:120] == cause.key[:120] or cause.key[:120] in key_of(
-            reason, cell.family, [cell.family])
+        return cause.key[:120] in key_of(reason, cell.family, [cell.family])

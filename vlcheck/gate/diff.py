@@ -157,7 +157,7 @@ class Diff:
             for c in changes:
                 if c.fact not in ("status", "finding") or c.family == "*":
                     continue
-                unit = causes._unit(self.new_report, c.family, c.check) if self.new_report else {}
+                unit = causes.unit_of(self.new_report, c.family, c.check) if self.new_report else {}
                 evidence = (unit.get("finding") or unit.get("reason") or c.note or str(c.new))
                 cells.append(causes.Cell(c.family, c.check, category, evidence, list(unit.get("frames") or []),
                                          (c.family, c.check) in self.same_as_declared))

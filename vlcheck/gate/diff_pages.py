@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from vlcheck.core.results import frame_text, frames_text
+from vlcheck.gate import causes as causes_
 from vlcheck.gate.diff import EXIT_CODES, VERDICT_TEXT, Change, Diff, causes_summary, summary
 
 SCHEMA = 1
@@ -59,12 +60,9 @@ CONTEXT = 3
 
 
 def _cell_view(report: dict, family: str, label: str) -> dict:
-    check, _, rest = label.partition(" ")
-    cell = report.get("families", {}).get(family, {}).get("checks", {}).get(check)
+    cell, unit, kind = causes_.locate(report, family, label)
     if cell is None:
         return {}
-    kind = rest.strip("[]") or None
-    unit = (cell.get("variants") or {}).get(kind, cell) if kind else cell
     facts = {k: v for k, v in (cell.get("data") or {}).items() if kind is None or k.startswith(f"{kind}.")}
     view = {"status": unit.get("status"), "reason": unit.get("reason", ""), "finding": unit.get("finding", "")}
     if unit.get("frames"):

@@ -43,7 +43,7 @@ def mask_run_specific(text: str) -> str:
     return _CHECKPOINT.sub("<hash>", _ADDRESS.sub("0x...", text))
 
 
-def _mask(text: str) -> str:
+def mask(text: str) -> str:
     """Every release number (x.y.z) as <version>: a reason quotes the installed versions and, in a
     spec's own words, the reference's ("vLLM 0.24.0's processor ..."); neither is behaviour; nor
     what `mask_run_specific` masks."""
@@ -59,12 +59,12 @@ def behaviour(cell: dict, env: dict, informational: Iterable[str] = ()) -> dict[
              if not k.endswith("." + NOT_APPLIED) and k.split(".", 1)[-1] not in skip}
     evidence = ""
     if outcome != "pass" and cell.get("finding"):  # schema 3: what the failure measured, as recorded
-        evidence = _mask(_DECLARATION_NOTES.sub("", cell["finding"]))
+        evidence = mask(_DECLARATION_NOTES.sub("", cell["finding"]))
     elif outcome != "pass":
         # a declared deviation keeps the failure's own words as its details (its reason is the spec's)
         words = cell.get("details") if cell["status"] in ("declared deviation", "fail") else None
-        evidence = _mask("; ".join(words) if words else _DECLARATION_NOTES.sub("", cell.get("reason", "")))
-    return {"outcome": outcome, "evidence": evidence, "facts": json.loads(_mask(json.dumps(facts, sort_keys=True)))}
+        evidence = mask("; ".join(words) if words else _DECLARATION_NOTES.sub("", cell.get("reason", "")))
+    return {"outcome": outcome, "evidence": evidence, "facts": json.loads(mask(json.dumps(facts, sort_keys=True)))}
 
 
 def _compact(value: Any) -> Any:

@@ -11,12 +11,11 @@ recorded as a fact: the example's, the tokenizer's eos and the model's generatio
 
 from __future__ import annotations
 
-import datetime
 import json
 import re
 
 from vlcheck.core.results import CheckResult, Status, declared_deviation
-from vlcheck.core.textdiff import describe_difference
+from vlcheck.core.textdiff import describe_difference, without_today
 from vlcheck.prompt import hub_files
 from vlcheck.prompt.assets import ModelAssets, Status as AssetStatus
 from vlcheck.prompt.render import default_questions, messages, render_prompt
@@ -53,13 +52,10 @@ def match_unknown_special(hand: str, by_template: str) -> dict[str, str] | None:
 
 def shown(prompt: str) -> str:
     """A rendering as a person reads it and a snapshot keeps it: unknown bos/eos strings by name,
-    and today's date (templates such as Mistral's write it: `strftime_now`) as {today}."""
+    today's date (templates such as Mistral's write it) as the served record writes it."""
     for name, marker in UNKNOWN_SPECIAL.items():
         prompt = prompt.replace(marker, "{" + name + "}")
-    today = datetime.date.today()
-    for form in ("%Y-%m-%d", "%d %b %Y", "%B %d, %Y", "%d %B %Y"):
-        prompt = prompt.replace(today.strftime(form), "{today}")
-    return prompt
+    return without_today(prompt)
 
 
 def template_conformance(spec: FamilySpec, variant: Variant) -> CheckResult:

@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from vlcheck.core.textdiff import without_today
 from vlcheck.prompt.render import default_questions
 from vlcheck.served.client import Client, Reply
 from vlcheck.served.launch import LaunchLine, launch_line
@@ -32,7 +33,6 @@ from vlcheck.served.server import RenderForkServer, Server, ServerFailed, free_p
 from vlcheck.spec.schema import FamilySpec, Variant, config_id
 
 RANGE_MARK = "⟦{modality} {index}: {length} tokens⟧"
-TODAY_MARK = "⟦today⟧"
 CONTENT_FORMAT = re.compile(r"Detected the chat template content format to be '(\w+)'")
 
 
@@ -209,15 +209,6 @@ def range_text(client: Client, token_ids: list[int], placeholders: dict[str, lis
     return without_today("".join(out))
 
 
-def without_today(text: str) -> str:
-    """Today's date, which some chat templates write (`strftime_now`), as TODAY_MARK: snapshots
-    and facts must not move with the calendar."""
-    import datetime
-
-    today = datetime.date.today()
-    for form in ("%Y-%m-%d", "%d %b %Y", "%d %B %Y", "%B %d, %Y"):
-        text = text.replace(today.strftime(form), TODAY_MARK)
-    return text
 
 
 def _ranges(features: dict) -> dict[str, list[tuple[int, int]]]:
