@@ -10,7 +10,8 @@ compared with the specs), `checkpoints` (tiny synthetic checkpoints and their se
 `cpu` (engine-arg, architecture and processor checks without an engine), `served` (vLLM's
 OpenAI-compatible servers started for real and driven over HTTP), `gpu` (engines,
 generation checks, goldens, the example runner, tensor parallelism), `numerics` (the transformers
-reference and processor fingerprints), `hostile` (bad and hostile inputs, run in guarded children)
+reference and processor fingerprints), `configurations` (the engine configurations users deploy:
+chunked prefill, prefix caching, a processor cache under load, long prompts, video files), `hostile` (bad and hostile inputs, run in guarded children)
 and `gate` (the check catalogue, report, diff, merge, sharding, pytest helpers, the CLI).
 """
 
@@ -18,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 LAYERS: tuple[str, ...] = ("core", "spec", "adapter", "prompt", "examples", "checkpoints", "cpu", "served",
-                           "gpu", "numerics", "hostile", "gate")
+                           "gpu", "numerics", "configurations", "hostile", "gate")
 """The subpackages, lowest first: each may import its own layer and earlier ones, never a later one."""
 
 

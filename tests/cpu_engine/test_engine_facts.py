@@ -19,16 +19,10 @@ def engine_platform() -> str:
     return "cpu"
 
 
-@pytest.fixture(scope="session")
-def engine_cells(request):
-    """family name -> {variant kind: CheckResult}; written as a report at the end of the session."""
-    cells: dict = {}
-    yield cells
-    path = request.config.getoption("--vlcheck-engine-report")
-    if path and cells:
-        from vlcheck.gate.engine_tier import write_engine_report
-
-        write_engine_report(path, cells, CHECK, request.config.getoption("--vlcheck-shard"))
+@pytest.fixture
+def engine_cells(engine_report_cells):
+    """family name -> {variant kind: CheckResult} of the `cpu_engine` check (the plugin writes them)."""
+    return engine_report_cells.setdefault(CHECK.name, {})
 
 
 def test_engine_facts_as_reported(family, variant, engine_cells, request):

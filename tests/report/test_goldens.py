@@ -130,3 +130,12 @@ def test_a_checkpoint_under_a_cache_folder_is_fingerprinted_by_its_files_not_the
     (checkpoint / ".cache").mkdir()
     (checkpoint / ".cache" / "download.lock").write_text("x")
     assert g.checkpoint_fingerprint(checkpoint) == with_config
+
+
+def test_the_same_tokens_detokenized_otherwise_fail_every_rule_and_an_old_golden_without_text_passes():
+    with_text = [{**GOLDEN[0], "text": "a b"}]
+    other_text = [{**GOLDEN[0], "text": "ab"}]
+    for rule in (lambda g, a: compare_golden(g, a, None), lambda g, a: within_noise(g, a, TOL), logprobs_close):
+        (problem,) = rule(with_text, other_text)
+        assert "detokenized to 'ab', golden 'a b'" in problem
+        assert rule(GOLDEN, other_text) == [] == rule(with_text, with_text)

@@ -136,3 +136,19 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "__dataclass_fields__"):
         return {k: _plain(getattr(value, k)) for k in value.__dataclass_fields__}
     return str(value)
+
+
+NOT_CARRIED = ("model", "tokenizer", "served_model_name", "revision", "tokenizer_revision", "download_dir")
+"""Flags that name the user's model files: the synthetic checkpoint stands in for them."""
+
+
+def non_default_engine_args(flags: str) -> dict[str, Any]:
+    """A launch line's flags as engine args: the EngineArgs fields vLLM's parser sets otherwise
+    than with no flags (raises ServeLineRejected where vLLM's parser refuses them)."""
+    from vlcheck.adapter.engine import engine_arg_types
+
+    words = shlex.split(flags)
+    given, default = vars(parse("model", words).args), vars(parse("model", []).args)
+    fields = engine_arg_types()
+    return {k: v for k, v in given.items()
+            if k in fields and k not in NOT_CARRIED and v != default.get(k)}

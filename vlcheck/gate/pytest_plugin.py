@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from vlcheck.configurations.registry import CONFIGURATIONS, DEFAULT, UnknownConfiguration, select
 from vlcheck.gate.testing import expect_deviation, is_suite_crash
 from vlcheck.gpu.engines import WEIGHTS, WEIGHTS_HELP
 from vlcheck.spec.registry import SPEC_PATH_ENV, SpecError, add_spec_dirs, all_families, default_selection, spec_errors
@@ -55,6 +56,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-engine-report", metavar="FILE",
                     help="CPU engine tier: write its cpu_engine report cells as a vlcheck report (the input of "
                          "`vlcheck diff`; per --vlcheck-shard, joined by `vlcheck merge`)")
+    group.addoption("--vlcheck-config", action="append", default=[], metavar="NAME",
+                    help="engine tiers: also run these engine configurations per family-config (repeatable): "
+                         + ", ".join(c for c in CONFIGURATIONS if c != DEFAULT) + ", all, or serve:FLAGS (your "
+                         "`vllm serve` flags, e.g. 'serve:--enable-prefix-caching --max-num-batched-tokens 512'); "
+                         "each against the eager goldens, with proof that its path ran (tests/configurations/). "
+                         "Served ones (load, video_file) run where --vlcheck-serve selects a server")
     group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
                     help="GPU tier: compare each family-config served at tensor_parallel_size N with TP=1 "
                          "(tests/gpu_generation/test_tensor_parallel.py; N GPUs per family-config)")
@@ -161,6 +168,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     else:
         metafunc.parametrize("family", [pytest.param(loaded[n] if n in loaded else UnloadableSpec(n, broken[n]), id=n)
                                         for n in names])
+    if "configuration" in metafunc.fixturenames:  # after the family-config: ids read `cpu-qwen2_vl-single-chunked`
+        metafunc.parametrize("configuration", configuration_params(metafunc.config))
+
+
+def configuration_params(config: pytest.Config) -> list:
+    """Every configuration but eager (whose tests are the engine tier itself), and the user's
+    `serve:` ones; the ones not selected with --vlcheck-config skip saying how to select them."""
+    wanted = config.getoption("--vlcheck-config")
+    try:
+        chosen = {c.name: c for c in select(wanted, "cpu") + select(wanted, "gpu")} if wanted else {}
+    except UnknownConfiguration as err:
+        raise pytest.UsageError(f"--vlcheck-config: {err}") from None
+    known = {**{n: c for n, c in CONFIGURATIONS.items() if n != DEFAULT}, **chosen}
+    return [pytest.param((c, c.name in chosen), id=c.name) for c in known.values() if c.name != DEFAULT]
 
 
 @pytest.fixture(autouse=True)
@@ -201,7 +222,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             terminalreporter.line(f"{r.nodeid}: {next((l for l in first if 'Error' in l), first[-1] if first else '')[:200]}")
 
 
-ENGINE_FIXTURES = ("engine", "seeded_engine", "engine_cache_off", "tp_ready_engine")
+ENGINE_FIXTURES = ("engine", "seeded_engine", "engine_cache_off", "tp_ready_engine", "configured_engine")
 """The fixtures below, each serving a family-config from its own engine (`engine` and
 `seeded_engine` share one where seeded weights are served)."""
 
@@ -230,10 +251,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def on_engine(item: pytest.Item) -> bool:
         return item.get_closest_marker("gpu") is not None or item.get_closest_marker("cpu_engine") is not None
 
+    def configuration(item: pytest.Item) -> str:
+        callspec = getattr(item, "callspec", None)
+        chosen = callspec.params.get("configuration") if callspec else None
+        return chosen[0].name if chosen else ""
+
     live = [i for i in items if on_engine(i)]
     if live:
         rest = [i for i in items if not on_engine(i)]
-        items[:] = rest + sorted(live, key=lambda i: (*key(i), engine(i)))
+        items[:] = rest + sorted(live, key=lambda i: (*key(i), engine(i), configuration(i)))
 
 
 @pytest.fixture(scope="session")
@@ -330,6 +356,45 @@ def engine(family, variant, engines, weights_mode, engine_platform, request):
     with engine_death_as_outcome(variant):
         generation_runs(family, variant, handle)
     return handle
+
+
+@pytest.fixture
+def configured_engine(family, variant, configuration, engines, weights_mode, engine_platform, request):
+    """(configuration, engine): the family-config's engine started with the configuration's args
+    (a served configuration's reference: the shared eager engine; its server is its own), or a
+    skip saying how to select it or why this runner cannot run it."""
+    from vlcheck.configurations.checks import engine_overrides
+
+    config, selected = configuration
+    if not selected:
+        pytest.skip(f"configuration {config.name} ({config.summary}): select with --vlcheck-config {config.name} (or all)")
+    from vlcheck.gpu.engines import platform_unavailable
+
+    why_not = platform_unavailable(engine_platform)
+    if why_not:
+        pytest.skip(why_not)
+    if engine_platform not in config.platforms:
+        pytest.skip(f"configuration {config.name} runs on {', '.join(config.platforms)} only")
+    if config.served and not {"all", family.name, config_id(family, variant)} & set(request.config.getoption("--vlcheck-serve")):
+        pytest.skip(f"configuration {config.name} starts vLLM's API server (a second engine per family-config): "
+                    f"select with --vlcheck-serve {config_id(family, variant)} (or {family.name}, or all)")
+    if config.served:
+        return config, request.getfixturevalue("engine")
+    return config, start_engine(family, variant, engines, weights_mode, request, platform=engine_platform,
+                                **engine_overrides(config))
+
+
+@pytest.fixture(scope="session")
+def engine_report_cells(request):
+    """check name -> family -> {variant kind: CheckResult}: the engine tier's report cells (the
+    `cpu_engine` facts and each configuration's), written with --vlcheck-engine-report at the end."""
+    cells: dict = {}
+    yield cells
+    path = request.config.getoption("--vlcheck-engine-report")
+    if path and cells:
+        from vlcheck.gate.engine_tier import write_engine_report
+
+        write_engine_report(path, cells, request.config.getoption("--vlcheck-shard"))
 
 
 @pytest.fixture

@@ -46,12 +46,14 @@ def golden_path(weights: str, name: str, platform: str = "gpu") -> Path:
 
 
 def from_outputs(outputs) -> list[dict[str, Any]]:
-    """vLLM RequestOutputs -> [{prompt_tokens, token_ids, top_logprobs: [{id: logprob}]}]."""
+    """vLLM RequestOutputs -> [{prompt_tokens, token_ids, top_logprobs: [{id: logprob}], text}]:
+    `text` is vLLM's detokenized output, compared where the tokens are equal."""
     out = []
     for o in outputs:
         c = o.outputs[0]
         top = [{str(t): round(float(lp.logprob), LOGPROB_DECIMALS) for t, lp in pos.items()} for pos in (c.logprobs or [])]
-        out.append({"prompt_tokens": len(o.prompt_token_ids), "token_ids": list(c.token_ids), "top_logprobs": top})
+        out.append({"prompt_tokens": len(o.prompt_token_ids), "token_ids": list(c.token_ids), "top_logprobs": top,
+                    "text": c.text})
     return out
 
 
@@ -125,7 +127,14 @@ def _common(golden: list[dict], actual: list[dict]) -> list[str]:
     problems = unusable(actual)
     problems += [f"request {i}: {a['prompt_tokens']} prompt tokens, golden {g['prompt_tokens']}"
                  for i, (g, a) in enumerate(zip(golden, actual)) if g["prompt_tokens"] != a["prompt_tokens"]]
-    return problems
+    return problems + detokenized_differently(golden, actual)
+
+
+def detokenized_differently(golden: list[dict], actual: list[dict]) -> list[str]:
+    """The same token ids decoded to another text (goldens recorded before the text was kept have none)."""
+    return [f"request {i}: the same tokens {a['token_ids']} detokenized to {a['text']!r}, golden {g['text']!r}"
+            for i, (g, a) in enumerate(zip(golden, actual))
+            if "text" in g and "text" in a and g["token_ids"] == a["token_ids"] and g["text"] != a["text"]]
 
 
 def largest_move(g_top: dict[str, float], a_top: dict[str, float]) -> float:
@@ -143,7 +152,7 @@ def compare_golden(golden: list[dict], actual: list[dict], tolerance: float | No
     if problems or tolerance is not None:
         return problems or within_noise(golden, actual, tolerance)
     for i, (g, a) in enumerate(zip(golden, actual)):
-        if g == a:
+        if g == {k: v for k, v in a.items() if k in g}:  # the text is compared in _common
             continue
         pos = next((p for p, (gt, at) in enumerate(zip(g["token_ids"], a["token_ids"]))
                     if gt != at or g["top_logprobs"][p] != a["top_logprobs"][p]), None)

@@ -1,0 +1,81 @@
+"""The configuration axis without an engine: selection, the report's column names, the cell a
+configuration makes (a path that did not run skips, never passes), and the evidence read from the
+scheduler's steps and cached-prefix counts."""
+
+import pytest
+
+from vlcheck.adapter.scheduler import RequestSteps
+from vlcheck.configurations.offline import _where
+from vlcheck.configurations.outcome import Measured, cell
+from vlcheck.configurations.registry import CONFIGURATIONS, UnknownConfiguration, select
+from vlcheck.core.results import Status
+from vlcheck.spec.registry import get_family
+
+
+def test_selection_keeps_registry_order_and_all_means_every_configuration_of_the_platform():
+    assert [c.name for c in select(["prefix", "chunked", "prefix"], "cpu")] == ["prefix", "chunked"]
+    assert [c.name for c in select(["all"], "cpu")] == [c.name for c in CONFIGURATIONS.values() if "cpu" in c.platforms]
+    assert [c.name for c in select([], "cpu")] == ["eager"]
+    with pytest.raises(UnknownConfiguration, match="unknown configuration 'chunky': one of eager, chunked"):
+        select(["chunky"], "cpu")
+
+
+def test_report_columns_name_the_platform_and_the_configuration():
+    assert CONFIGURATIONS["eager"].check_name("cpu") == "cpu_engine"
+    assert CONFIGURATIONS["chunked"].check_name("cpu") == "cpu_engine.chunked"
+    assert CONFIGURATIONS["prefix"].check_name("gpu") == "engine.prefix"
+
+
+def test_chunk_ends_inside_an_image_are_told_from_ends_before_and_after_it():
+    steps = RequestSteps(chunks=[(0, 16), (16, 32), (32, 48), (48, 49), (49, 50)], media=[(10, 20)], prompt_tokens=48)
+    assert steps.prefill_ends(48) == [16, 32]
+    assert steps.ends_inside_media(48) == [16]  # 32 is past the image's end (30)
+    whole = RequestSteps(chunks=[(0, 48), (48, 49)], media=[(10, 20)], prompt_tokens=48)
+    assert whole.prefill_ends(48) == [] and whole.ends_inside_media(48) == []
+
+
+@pytest.mark.parametrize(("cached", "where"), [(0, "nothing cached"), (16, "inside media"), (32, "after media"),
+                                               (10, "before media"), (30, "after media")])
+def test_where_a_cached_prefix_ends(cached, where):
+    assert _where(cached, [(10, 20)]) == where
+
+
+def _variant():
+    family = get_family("qwen2_vl")
+    return family, family.variants[0]
+
+
+def test_a_configuration_whose_path_did_not_run_skips_with_why_even_when_nothing_moved():
+    family, variant = _variant()
+    result = cell(family, variant, "cpu_engine.chunked", "chunked",
+                  Measured(facts={"golden": "match"}, not_exercised="no prompt was prefilled in more than one step"))
+    assert result.status is Status.SKIP and "did not exercise its path: no prompt was prefilled" in result.reason
+    assert result.data["single.path_ran"] is False
+
+
+def test_a_problem_fails_the_cell_and_proof_with_nothing_moved_passes():
+    family, variant = _variant()
+    failed = cell(family, variant, "cpu_engine.prefix", "prefix", Measured(problems=["prompt 2: moved"]))
+    assert failed.status is Status.FAIL and failed.reason == "[single] prefix: prompt 2: moved"
+    passed = cell(family, variant, "cpu_engine.prefix", "prefix",
+                  Measured(facts={"golden": "match"}, proof={"hit_ends": ["inside media"]}))
+    assert passed.status is Status.PASS and "path ran (hit_ends ['inside media'])" in passed.reason
+    assert passed.data["single.proof"] == {"hit_ends": ["inside media"]} and passed.data["single.path_ran"] is True
+
+
+def test_a_users_launch_flags_are_a_configuration_of_the_engine_args_vllms_parser_makes_of_them():
+    from vlcheck.adapter.serve_args import ServeLineRejected
+    from vlcheck.configurations.registry import from_serve_line
+
+    config = from_serve_line("--enable-prefix-caching --max-num-batched-tokens 512 --served-model-name x")
+    assert config.engine_args == {"enable_prefix_caching": True, "max_num_batched_tokens": 512}
+    assert config.check_name("cpu") == "cpu_engine.serve[--enable-prefix-caching --max-num-batched-tokens 512 --served-model-name x]"
+    with pytest.raises(ServeLineRejected):
+        from_serve_line("--no-such-flag 1")
+
+
+def test_check_refuses_configurations_without_an_engine_platform(capsys):
+    from vlcheck.gate.cli import main
+
+    assert main(["check", "--family", "qwen2_vl", "--config", "chunked"]) == 2
+    assert "add --cpu-engine" in capsys.readouterr().err

@@ -1,0 +1,37 @@
+"""A configuration's check of one family-config: the engine it needs, the module that measures
+it, and its report cell (`engine.<name>` on GPUs, `cpu_engine.<name>` on vLLM's CPU build)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from vlcheck.configurations.outcome import cell
+from vlcheck.configurations.registry import Configuration
+from vlcheck.core.results import CheckResult, from_exception
+from vlcheck.spec.schema import FamilySpec, Variant
+
+MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.configurations.video_file",
+               "long": "vlcheck.configurations.long_prompts"}
+"""The configurations with a module of their own; every other one (chunked, prefix, a user's
+flags) runs the offline engine's requests: vlcheck.configurations.offline."""
+
+
+def engine_overrides(config: Configuration) -> dict[str, Any]:
+    """What the family-config's engine is started with for this configuration (over the test
+    engine's args). A served configuration measures through its own server and takes the eager
+    engine as its reference: none."""
+    if config.served:
+        return {}
+    return {**config.engine_args, **({"checkpoint": config.checkpoint} if config.checkpoint != "default" else {})}
+
+
+def run(config: Configuration, spec: FamilySpec, variant: Variant, handle) -> CheckResult:
+    """The cell; an exception vLLM raised is its failure, vlcheck's own is an error."""
+    name = config.check_name(handle.platform)
+    module = importlib.import_module(MEASURED_BY.get(config.name, "vlcheck.configurations.offline"))
+    try:
+        measured = module.measure(spec, variant, handle, config)
+    except Exception as err:  # noqa: BLE001 - core.results.raised_by decides fail (vLLM's) or error (vlcheck's)
+        return from_exception(spec.name, name, err, f"[{variant.kind}] {config.name}:")
+    return cell(spec, variant, name, config.name, measured)

@@ -1,0 +1,148 @@
+"""The configurations an offline engine runs (chunked, prefix, a user's flags): the example's
+requests on an engine started with the configuration's args, held to the family-config's eager
+goldens (the same vLLM, torch and platform: the goldens' own tolerance), the media-sensitivity
+test, and the configuration's proof, recorded from the scheduler's steps.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+from vlcheck.adapter import scheduler
+from vlcheck.configurations.outcome import Measured
+from vlcheck.configurations.registry import PREFIX_BLOCK, Configuration
+from vlcheck.gpu import goldens
+from vlcheck.gpu import gpu_checks as g
+from vlcheck.numerics import reference
+from vlcheck.prompt.render import NUM_PROMPTS, request_prompts
+from vlcheck.prompt.requests import example_prompt, example_prompts, media_data
+from vlcheck.spec.schema import FamilySpec, Variant, config_id
+
+
+def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -> Measured:
+    measured = Measured()
+    raw = handle.llm._llm
+    why_no_steps = scheduler.available(raw)
+    with (scheduler.recorded_steps(raw) if why_no_steps is None else nullcontext()) as log:
+        runs = g.generation_runs(spec, variant, handle)
+    measured.facts["prompt_tokens"] = {r.shape: r.prompt_tokens for r in runs}
+    measured.problems += [f"{r.shape}: engine {r.prompt_tokens} prompt tokens, CPU processor {r.expected_prompt_tokens}"
+                          for r in runs if r.prompt_tokens != r.expected_prompt_tokens]
+    against_eager(spec, variant, handle, runs, measured)
+    sees_media(spec, variant, handle, measured)
+    if config.name == "chunked":
+        chunked_proof(log, why_no_steps, measured)
+    elif config.name == "prefix":
+        prefix_probes(spec, variant, handle, runs, measured)
+    else:  # a user's flags: the engine started with them
+        measured.proof = {"engine_args": config.engine_args}
+    return measured
+
+
+def against_eager(spec: FamilySpec, variant: Variant, handle, runs: list[g.ShapeRun], measured: Measured) -> None:
+    """The outputs against the goldens the eager engine recorded (token ids, top-5 logprobs, text)."""
+    stored = goldens.load(goldens.golden_path(handle.label, config_id(spec, variant), handle.platform))
+    if stored is None:
+        measured.facts["golden"] = "no eager golden recorded"
+        measured.problems.append("no eager golden to compare with: record the eager one (--vlcheck-update-goldens)")
+        return
+    recorded_on, golden = stored
+    tolerance = goldens.tolerance_for(recorded_on, goldens.environment(handle.dtype, handle.model_dir))
+    moved = [f"{r.shape}: {p}" for r in runs for p in goldens.compare_golden(golden.get(r.shape, []), r.outputs, tolerance)]
+    measured.facts["golden"] = moved or "match"
+    measured.facts["distance_to_eager"] = {r.shape: goldens.largest_difference(golden.get(r.shape, []), r.outputs)
+                                           for r in runs}
+    measured.problems += [f"against the eager golden (within {tolerance} nats): {p}" for p in moved]
+
+
+def sees_media(spec: FamilySpec, variant: Variant, handle, measured: Measured) -> None:
+    """Other media must move the first step's top-5 logprobs (a configuration that drops the image
+    would otherwise answer plausibly)."""
+    moved_by = {}
+    for r in reference.requests(spec, variant):
+        first = reference.vllm_first_step(handle.llm, r, new_tokens=1)["top_logprobs"][0]
+        other = reference.vllm_first_step(handle.llm, r, r.other_items, new_tokens=1)["top_logprobs"][0]
+        moved_by[r.shape] = reference.top_change(first, other)
+    measured.facts["sees_media"] = {shape: change >= reference.SENSITIVITY_MIN for shape, change in moved_by.items()}
+    measured.facts["media_change_nats"] = moved_by
+    measured.problems += [f"{shape}: other media move the first-step top-5 logprobs by {change} nats "
+                          f"(< {reference.SENSITIVITY_MIN}): the output does not see the media"
+                          for shape, change in moved_by.items() if change < reference.SENSITIVITY_MIN]
+
+
+def chunked_proof(log: scheduler.StepLog | None, why_no_steps: str | None, measured: Measured) -> None:
+    if log is None:
+        measured.not_exercised = f"the scheduler's steps cannot be recorded here: {why_no_steps}"
+        return
+    chunked = [r for r in log.requests.values() if r.prompt_tokens and len(r.prefill_ends(r.prompt_tokens)) > 0]
+    inside = sum(len(r.ends_inside_media(r.prompt_tokens)) for r in chunked)
+    measured.proof = {"requests": len(log.requests), "prefilled_in_chunks": len(chunked),
+                      "chunk_ends_inside_media": inside, "steps": log.steps}
+    if not chunked:
+        measured.not_exercised = f"no prompt was prefilled in more than one step ({log.steps} steps)"
+    elif not inside:
+        ranges = sorted({m for r in chunked for m in r.media})
+        measured.not_exercised = (f"{len(chunked)} prompts were prefilled in chunks, but no chunk ended inside a "
+                                  f"placeholder range {ranges} (vLLM schedules each image whole for this model)")
+
+
+PROBE_QUESTION = "Zebra stripes: count them, then answer in one word."
+"""A question none of the example's requests asks: its prompt shares theirs up to where the question
+starts, so the prefix cache serves it the blocks that hold the template and the image (the last
+one ending inside the image where a block boundary falls there)."""
+
+
+@dataclass
+class Probe:
+    what: str
+    cached: int
+    where: str
+    problems: list[str]
+
+
+def prefix_probes(spec: FamilySpec, variant: Variant, handle, runs: list[g.ShapeRun], measured: Measured) -> None:
+    """After the batch: a new question with the same media (its cached prefix ends where the
+    questions part, often inside the image), held to the same request computed without the cache
+    (another `cache_salt`: no block matches); and the first request again (cached up to its last
+    block, after the image), held to its batched answer."""
+    modality, count = variant.primary_modality, 1
+    data = media_data(variant, modality, count)
+    first = request_prompts(example_prompts(spec, variant, modality, count), NUM_PROMPTS, True)[0]
+    novel = example_prompt(spec, variant, modality, PROBE_QUESTION, count)
+    batched = next(r for r in runs if r.shape == f"{modality} x{count}").outputs[0]
+    tolerance = goldens.REPEAT_TOLERANCE
+
+    def ask(prompt: str, salt: str | None = None):
+        one = {"prompt": prompt, "multi_modal_data": {modality: data}, **({"cache_salt": salt} if salt else {})}
+        return handle.llm.generate([one], g.greedy(), use_tqdm=False)
+
+    probes = []
+    with scheduler.recorded_steps(handle.llm._llm) as log:
+        uncached = goldens.from_outputs(ask(novel, salt="vlcheck-uncached"))
+        for what, prompt, reference_output in (("a new question", novel, uncached[0]), ("the first request again", first, batched)):
+            before = set(log.requests)
+            out = ask(prompt)
+            (steps,) = [log.requests[k] for k in log.requests if k not in before]
+            cached = out[0].num_cached_tokens or 0
+            probes.append(Probe(what, cached, _where(cached, steps.media),
+                                goldens.within_noise([reference_output], goldens.from_outputs(out), tolerance)))
+    measured.proof = {"cached_tokens": [p.cached for p in probes], "hit_ends": [p.where for p in probes]}
+    measured.problems += [f"{p.what} with {p.cached} cached tokens (the hit ends {p.where}): "
+                          f"{q.replace('request 0', 'answer')} (reference: the same request computed without the cache)"
+                          for p in probes for q in p.problems]
+    if "inside media" not in {p.where for p in probes}:
+        measured.not_exercised = (f"no cached prefix ended inside an image (cached tokens {measured.proof['cached_tokens']}, "
+                                  f"hits end {measured.proof['hit_ends']}; placeholder ranges {steps.media}: no "
+                                  f"{PREFIX_BLOCK}-token block boundary falls between an image's start and where the "
+                                  "questions part)")
+
+
+def _where(cached: int, media: list[tuple[int, int]]) -> str:
+    if cached == 0:
+        return "nothing cached"
+    if any(off < cached < off + n for off, n in media):
+        return "inside media"
+    if any(cached >= off + n for off, n in media):
+        return "after media"
+    return "before media"

@@ -1,0 +1,46 @@
+"""One configuration's cell for one family-config: what every configuration check returns.
+
+A configuration passes only when it showed that its path ran (`proof`) and nothing it compares
+moved; without the proof it skips and says why, whatever else it measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vlcheck.core.results import CheckResult, Status, declared_deviation
+from vlcheck.spec.schema import CHECKS, FamilySpec, Variant
+
+
+@dataclass
+class Measured:
+    facts: dict[str, Any] = field(default_factory=dict)
+    """Compared by `vlcheck diff` (unless named in PROOF_FACTS / INFORMATIONAL)."""
+    problems: list[str] = field(default_factory=list)
+    proof: dict[str, Any] = field(default_factory=dict)
+    """The counters that show the path ran (chunks ending inside images, cached tokens, evictions)."""
+    not_exercised: str | None = None
+    """Why the path did not run (None: it did)."""
+    frames: list[dict] = field(default_factory=list)
+
+
+INFORMATIONAL = ("proof", "engine_start_s", "distance_to_eager", "media_change_nats", "server_start_s")
+"""Recorded for people, never compared: counters that follow the scheduler's batching, float distances."""
+
+
+def cell(spec: FamilySpec, variant: Variant, check_name: str, configuration: str, measured: Measured) -> CheckResult:
+    kind = variant.kind
+    data = {f"{kind}.{k}": v for k, v in measured.facts.items()}
+    data[f"{kind}.proof"] = measured.proof
+    data[f"{kind}.path_ran"] = measured.not_exercised is None
+    if measured.problems:
+        result = CheckResult(spec.name, check_name, Status.FAIL, f"[{kind}] {configuration}: {measured.problems[0]}",
+                             measured.problems, data, frames=measured.frames)
+        return declared_deviation(result, variant, declared_as=configuration) if configuration in CHECKS else result
+    if measured.not_exercised is not None:
+        return CheckResult(spec.name, check_name, Status.SKIP,
+                           f"[{kind}] {configuration} did not exercise its path: {measured.not_exercised}", data=data)
+    shown = ", ".join(f"{k} {v}" for k, v in measured.proof.items())
+    return CheckResult(spec.name, check_name, Status.PASS, f"[{kind}] {configuration}: as eager; path ran ({shown})",
+                       data=data)

