@@ -1,8 +1,8 @@
-"""This repository's tests run on vlcheck's pytest plugin (vlcheck/gate/pytest_plugin.py), the one
+"""This repository's tests run on vlcheck's pytest plugin (vlcheck/runners/pytest_plugin.py), the one
 `pip install vlcheck` registers (pyproject's pytest11 entry point); an install made before it had
 one (an editable install of an older checkout) gets it from here."""
 
 from importlib.metadata import entry_points
 
-pytest_plugins = ([] if any(ep.value == "vlcheck.gate.pytest_plugin" for ep in entry_points(group="pytest11"))
-                  else ["vlcheck.gate.pytest_plugin"])
+pytest_plugins = ([] if any(ep.value == "vlcheck.runners.pytest_plugin" for ep in entry_points(group="pytest11"))
+                  else ["vlcheck.runners.pytest_plugin"])

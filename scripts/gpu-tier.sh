@@ -8,7 +8,7 @@
 # keep JOBS=1 with --vlcheck-weights real.
 # A family-config that needs k GPUs (--vlcheck-tp k; or the real model's tensor_parallel_size
 # with real weights) gets k of them, each with a free slot (CUDA_VISIBLE_DEVICES per process).
-# The longest family-configs start first (vlcheck/gate/gpu_durations.json), so the tail is short.
+# The longest family-configs start first (vlcheck/runners/gpu_durations.json), so the tail is short.
 # Each engine's own output (vLLM's log, a dying process's last words) goes to logs/engines/; an
 # engine that dies or hangs ends its family-config's tests at once, with those last words
 # (vlcheck/gpu/watchdog.py). The end is a table per family-config (vlcheck/gpu/tier_table.py).
@@ -19,7 +19,7 @@
 #   COMPILE_CACHE   a folder for the kernel caches (Triton, Inductor, vLLM's model-info and
 #                   compile caches; default: their usual homes): keep it between runs of a CI
 #                   runner and a fresh machine starts its engines warm
-#   SHARD=i/n       only this runner's share of the families (vlcheck/gate/shard.py), for a CI job matrix
+#   SHARD=i/n       only this runner's share of the families (vlcheck/runners/shard.py), for a CI job matrix
 #   RECORD=1        record goldens and GPU snapshots (--vlcheck-update-goldens --snapshot-update)
 #   CONFIG_TIMEOUT  seconds one family-config may take (default 600: a last resort behind the watchdog,
 #                   which ends a dead or hung engine's family-config in seconds; a fresh H100's first
@@ -60,7 +60,7 @@ jobs_per_gpu=${JOBS:-$default_jobs}
 configs=$(python3 - "${FAMILIES:-}" "${SHARD:-}" "$@" 2> "$out/logs/build.log" <<'PY'
 import argparse, statistics, sys, time
 from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
-from vlcheck.gate.shard import Shard, load_durations, select
+from vlcheck.runners.shard import Shard, load_durations, select
 from vlcheck.gpu.engines import real_weights_available
 from vlcheck.spec.registry import all_families
 from vlcheck.spec.schema import config_id

@@ -11,15 +11,18 @@ compared with the specs), `checkpoints` (tiny synthetic checkpoints and their se
 OpenAI-compatible servers started for real and driven over HTTP), `gpu` (engines,
 generation checks, goldens, the example runner, tensor parallelism), `numerics` (the transformers
 reference and processor fingerprints), `configurations` (the engine configurations users deploy:
-chunked prefill, prefix caching, a processor cache under load, long prompts, video files), `hostile` (bad and hostile inputs, run in guarded children)
-and `gate` (the check catalogue, report, diff, merge, sharding, pytest helpers, the CLI).
+chunked prefill, prefix caching, a processor cache under load, long prompts, video files), `hostile` (bad and hostile inputs, run in guarded children),
+`gate` (the check catalogue, report, diff and its causes), `versions` (environments per version
+pair, measured points, bisect, the compatibility matrix, declaration widening), `runners` (the pytest
+plugin and its shipped tier, pytest helpers, sharding, merge, the engine tier) and `cli` (the
+`vlcheck` command, starter specs).
 """
 
 from importlib import metadata
 from pathlib import Path
 
 LAYERS: tuple[str, ...] = ("core", "spec", "adapter", "prompt", "examples", "checkpoints", "cpu", "served",
-                           "gpu", "numerics", "configurations", "hostile", "gate")
+                           "gpu", "numerics", "configurations", "hostile", "gate", "versions", "runners", "cli")
 """The subpackages, lowest first: each may import its own layer and earlier ones, never a later one."""
 
 

@@ -3,7 +3,7 @@ counts (never with output equality alone: synthetic weights make outputs input-i
 
 import pytest
 
-from vlcheck.gate.testing import expect_deviation
+from vlcheck.runners.testing import expect_deviation
 from vlcheck.gpu import goldens
 from vlcheck.gpu.gpu_checks import NUM_PROMPTS, repeat_simulation, still_serves, unknown_uuid_error, uuid_resend
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from vlcheck.core.results import CheckResult, Status
-from vlcheck.gate.testing import fail_with, headline
+from vlcheck.runners.testing import fail_with, headline
 
 pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
@@ -18,16 +18,18 @@ pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_en
 def test_configuration(family, variant, configuration, engine_platform, engine_report_cells, request):
     from vlcheck.configurations.checks import run
 
-    config, selected = configuration
-    cells = (engine_report_cells.setdefault(config.check_name(engine_platform), {}).setdefault(family.name, {})
-             if selected else {})
+    config = configuration
+    if config is None:
+        from vlcheck.runners.pytest_plugin import NO_CONFIGURATION
+
+        pytest.skip(NO_CONFIGURATION)
+    cells = engine_report_cells.setdefault(config.check_name(engine_platform), {}).setdefault(family.name, {})
     try:  # an engine that does not start (or skips) is a cell too, once the configuration is selected
         config, handle = request.getfixturevalue("configured_engine")
     except (pytest.skip.Exception, pytest.xfail.Exception, pytest.fail.Exception) as outcome:
         status = {pytest.skip.Exception: Status.SKIP, pytest.xfail.Exception: Status.DEVIATION}.get(type(outcome), Status.FAIL)
-        if selected:
-            cells[variant.kind] = CheckResult(family.name, config.check_name(engine_platform), status,
-                                              f"[{variant.kind}] {str(outcome.msg)[:500]}")
+        cells[variant.kind] = CheckResult(family.name, config.check_name(engine_platform), status,
+                                          f"[{variant.kind}] {str(outcome.msg)[:500]}")
         raise
     result = run(config, family, variant, handle)
     cells[variant.kind] = result

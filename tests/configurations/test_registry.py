@@ -75,7 +75,7 @@ def test_a_users_launch_flags_are_a_configuration_of_the_engine_args_vllms_parse
 
 
 def test_check_refuses_configurations_without_an_engine_platform(capsys):
-    from vlcheck.gate.cli import main
+    from vlcheck.cli.main import main
 
     assert main(["check", "--family", "qwen2_vl", "--config", "chunked"]) == 2
     assert "add --cpu-engine" in capsys.readouterr().err

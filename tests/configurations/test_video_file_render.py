@@ -13,8 +13,9 @@ its `_call_hf_processor` reads. The engine side (greedy answers) is `vlcheck/con
 
 import pytest
 
+from vlcheck.adapter.video import video_loader
 from vlcheck.core import video_files
-from vlcheck.gate.pytest_plugin import selected_families
+from vlcheck.runners.pytest_plugin import selected_families
 from vlcheck.prompt.render import default_questions
 from vlcheck.spec.registry import all_families
 
@@ -61,7 +62,7 @@ def test_mp4_video_url_renders_the_decoded_frames(name, pytestconfig):
         example = media_data(variant, "video", 1)
         video_kwargs = (variant.engine_args_for("video", 1).get("media_io_kwargs") or {}).get("video", {})
         try:
-            clip = video_files.video_file(example[0] if isinstance(example, tuple) else example, line.model_dir,
+            clip = video_files.video_file(example[0] if isinstance(example, tuple) else example, video_loader(line.model_dir),
                                           video_kwargs)
         except (video_files.VideoFileUnavailable, video_files.LoaderNotModelled) as err:
             pytest.skip(f"{name} [{variant.kind}]: {err}")

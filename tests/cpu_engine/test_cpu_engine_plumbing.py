@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from vlcheck.core import versions
-from vlcheck.gate import engine_tier, same_source
+from vlcheck.runners import engine_tier
+from vlcheck.versions import same_source
 from vlcheck.gpu import api_server, engines
 from vlcheck.spec.registry import all_families
 from vlcheck.spec.schema import Declaration
@@ -122,20 +123,22 @@ def test_engine_report_is_a_diffable_report(tmp_path):
 
     from vlcheck.core.results import CheckResult, Status
     from vlcheck.gate import diff
-    from vlcheck.gate.checks import CPU_ENGINE_CATALOGUE
 
-    check = CPU_ENGINE_CATALOGUE["cpu_engine"]
-
-    def report(tokens, start):
-        cells = {"qwen2_vl": {"single": CheckResult("qwen2_vl", "cpu_engine", Status.PASS, "[single] ok", data={
-            "single.greedy_tokens": {"image x1": [tokens]}, "single.engine_start_s": start})}}
-        path = tmp_path / f"{tokens}-{start}.json"
-        engine_tier.write_engine_report(str(path), cells, check)
+    def report(tokens, start, chunk_ends=3):
+        cells = {"cpu_engine": {"qwen2_vl": {"single": CheckResult("qwen2_vl", "cpu_engine", Status.PASS, "[single] ok", data={
+            "single.greedy_tokens": {"image x1": [tokens]}, "single.engine_start_s": start})}},
+                 "cpu_engine.chunked": {"qwen2_vl": {"single": CheckResult("qwen2_vl", "cpu_engine.chunked", Status.PASS,
+                                                                           "[single] ok", data={
+            "single.golden": "match", "single.proof": {"chunk_ends_inside_media": chunk_ends}})}}}
+        path = tmp_path / f"{tokens}-{start}-{chunk_ends}.json"
+        engine_tier.write_engine_report(str(path), cells)
         return json.loads(path.read_text())
 
     old = report([1, 2], 10.0)
-    assert old["checks"] == ["cpu_engine"] and old["families"]["qwen2_vl"]["checks"]["cpu_engine"]["status"] == "pass"
+    assert old["checks"] == ["cpu_engine", "cpu_engine.chunked"]
+    assert old["families"]["qwen2_vl"]["checks"]["cpu_engine"]["status"] == "pass"
     assert diff.compare(old, report([1, 2], 99.0)).verdict == "SAFE"  # the start time is informational
+    assert diff.compare(old, report([1, 2], 10.0, chunk_ends=5)).verdict == "SAFE"  # so are the proof counters
     assert diff.compare(old, report([1, 3], 10.0)).verdict == "CHANGED"
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from vlcheck.core.results import CheckResult, Status, from_exception
 from vlcheck.gate.checks import CPU_ENGINE_CATALOGUE, run_variant
-from vlcheck.gate.testing import fail_with
+from vlcheck.runners.testing import fail_with
 
 pytestmark = pytest.mark.cpu_engine
 CHECK = CPU_ENGINE_CATALOGUE["cpu_engine"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vlcheck.gate.testing import assert_as_scoped, modality_of
+from vlcheck.runners.testing import assert_as_scoped, modality_of
 from vlcheck.gpu import goldens
 from vlcheck.gpu.gpu_checks import batch_noise, generation_runs, stop_run
 from vlcheck.spec.schema import config_id

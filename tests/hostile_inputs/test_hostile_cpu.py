@@ -8,7 +8,7 @@ that no longer breaks fails too, so the entry is removed the day vLLM fixes it.
 """
 
 from vlcheck.core.results import Status
-from vlcheck.gate.testing import fact_lines, fail_with, run_check
+from vlcheck.runners.testing import fact_lines, fail_with, run_check
 
 
 def test_hostile_inputs_on_cpu(family, variant, family_snapshot, request):

@@ -4,7 +4,7 @@ greedy), recomputed and compared with `snapshots/test_reference/<config>.json` w
 
 import pytest
 
-from vlcheck.gate.testing import assert_as_scoped, expect_deviation, modality_of, run_check
+from vlcheck.runners.testing import assert_as_scoped, expect_deviation, modality_of, run_check
 from vlcheck.numerics import reference
 from vlcheck.spec.schema import config_id
 

@@ -5,7 +5,7 @@ The catalogue's `fingerprints` check (fact `<variant>.fingerprints`)."""
 import pytest
 
 from vlcheck.core.results import Status
-from vlcheck.gate.testing import assert_as_declared, fact_lines, run_check
+from vlcheck.runners.testing import assert_as_declared, fact_lines, run_check
 
 
 def test_processor_fingerprints(family, variant, family_snapshot, request):

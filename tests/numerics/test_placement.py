@@ -2,7 +2,7 @@
 (`snapshots/test_placement/<config>.txt`): as served, the template's placeholder must be the one
 expanded, never the user's. The catalogue's `placement` check (fact `<variant>.placement`)."""
 
-from vlcheck.gate.testing import assert_as_declared, fact_lines, run_check
+from vlcheck.runners.testing import assert_as_declared, fact_lines, run_check
 
 
 def test_features_land_where_the_template_put_them(family, variant, family_snapshot, request):

@@ -1,5 +1,5 @@
 """The catalogue's contract (`vlcheck/gate/checks.py`): every check names the pytest test that runs
-it per family-config, and that test runs it through `gate.testing.run_check`, so `vlcheck check`,
+it per family-config, and that test runs it through `runners.testing.run_check`, so `vlcheck check`,
 `vlcheck diff` and the pytest tier see the same function, declarations and facts."""
 
 import re

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from vlcheck.gate import bisect, cli, envs, matrix, same_source
-from vlcheck.gate.cli import build_parser, commands, exit_codes, main
-from vlcheck.gate.points import ToolFailure
+from vlcheck.cli import main as cli
+from vlcheck.versions import bisect, envs, matrix, same_source
+from vlcheck.cli.main import build_parser, commands, exit_codes, main
+from vlcheck.versions.points import ToolFailure
 from vlcheck.spec.registry import SPEC_PATH_ENV
 
 ROOT = Path(__file__).resolve().parents[2]

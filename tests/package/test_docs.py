@@ -5,7 +5,7 @@
 Links: every relative Markdown link (`[text](path)`, `[text](path#anchor)`, `[text](#anchor)`) outside
 code; the file must exist, and an anchor must be a heading of the target, slugged as GitHub does.
 Commands: the lines of fenced blocks tagged bash/sh/shell/console (or untagged) whose program is
-`vlcheck`, `<path>/vlcheck` or `python -m vlcheck.gate.cli`, after joining `\\` continuations,
+`vlcheck`, `<path>/vlcheck` or `python -m vlcheck.cli`, after joining `\\` continuations,
 dropping comments, splitting at `&&`, `||`, `;` and `|`, and skipping `VAR=value` prefixes; the
 command after `vlcheck env ... --` is parsed too. Parsed only: nothing runs.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from vlcheck.gate.cli import build_parser
+from vlcheck.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -123,7 +123,7 @@ def vlcheck_argvs(line: str) -> list[list[str]]:
             continue
         if words[0] == "vlcheck" or words[0].endswith("/vlcheck"):
             argvs.append(words[1:])
-        elif re.search(r"(^|/)python[\d.]*$", words[0]) and words[1:3] == ["-m", "vlcheck.gate.cli"]:
+        elif re.search(r"(^|/)python[\d.]*$", words[0]) and words[1:3] == ["-m", "vlcheck.cli"]:
             argvs.append(words[3:])
     return argvs
 
@@ -184,7 +184,7 @@ def test_the_checks_themselves_catch_a_bad_flag_and_a_broken_link(tmp_path):
            "vlcheck check --json a.json --no-such-flag   # a flag that does not exist\n"
            "VLCHECK_SPEC_PATH=specs vlcheck diff a.json b.json && .venv/bin/vlcheck list | head\n"
            "vlcheck env --vllm 0.28.0 -- \\\n  check --nope\n"
-           "python -m vlcheck.gate.cli nosuchcommand\n"
+           "python -m vlcheck.cli nosuchcommand\n"
            "pytest -m gpu --whatever    # not vlcheck: not parsed\n"
            "```\n"
            "```text\nvlcheck check --not-parsed-in-output\n```\n")

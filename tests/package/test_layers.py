@@ -145,7 +145,7 @@ def test_a_violation_is_reported_with_module_import_and_rule(module, source, exp
 
 
 @pytest.mark.parametrize("module, source", [
-    ("vlcheck.gate.cli", "from vlcheck.core.results import Status\nfrom vlcheck import adapter\n"),
+    ("vlcheck.cli.main", "from vlcheck.core.results import Status\nfrom vlcheck import adapter\n"),
     ("vlcheck.gpu.engines", "from vllm import LLM\nfrom .goldens import compare\n"),
     ("vlcheck.adapter.engine", "from vllm.lora.request import LoRARequest\n"),
     ("vlcheck.checkpoints.synthetic", "import transformers\nfrom transformers import PreTrainedTokenizerFast\n"),

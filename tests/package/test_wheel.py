@@ -90,7 +90,7 @@ def test_the_wheel_holds_the_specs_and_the_durations(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     specs = {Path(n).name for n in names if re.fullmatch(r"vlcheck/specs/[^/]+\.toml", n)}
     assert specs == {p.name for p in BUILTIN_SPEC_DIR.glob("*.toml")}
-    assert "vlcheck/gate/gpu_durations.json" in names
+    assert "vlcheck/runners/gpu_durations.json" in names
     assert "vlcheck/__init__.py" in names
 
 

@@ -6,7 +6,7 @@ Skips name the missing file; nothing goes online when HF_HUB_OFFLINE=1 (CI).
 import pytest
 
 from vlcheck.core.results import Status
-from vlcheck.gate.testing import baseline_of, require_ok, run_check
+from vlcheck.runners.testing import baseline_of, require_ok, run_check
 from vlcheck.prompt.conformance import hub_document, stop_conformance, template_conformance
 
 

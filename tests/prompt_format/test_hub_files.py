@@ -108,7 +108,7 @@ def test_missing_files_rows_mark_what_to_fetch(hub, variant_of):
 
 
 def test_list_missing_files_offers_a_fetch_exactly_where_a_template_check_cannot_run(capsys):
-    from vlcheck.gate.cli import main
+    from vlcheck.cli.main import main
 
     assert main(["list", "--missing-files", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -124,7 +124,7 @@ def test_list_missing_files_offers_a_fetch_exactly_where_a_template_check_cannot
 
 
 def test_list_missing_files_is_tab_separated_for_scripts(capsys):
-    from vlcheck.gate.cli import main
+    from vlcheck.cli.main import main
 
     assert main(["list", "--missing-files"]) == 0
     lines = capsys.readouterr().out.splitlines()

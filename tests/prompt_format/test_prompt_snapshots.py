@@ -1,7 +1,7 @@
 """Every family's prompts, locked down in `snapshots/test_prompt_snapshots/<family>.txt` (with
 --vlcheck-baseline: the baseline's `spec` cell, fact `prompts`)."""
 
-from vlcheck.gate.testing import baseline_of
+from vlcheck.runners.testing import baseline_of
 from vlcheck.prompt.snapshots import prompt_document
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from vlcheck.core.results import Status
 from vlcheck.examples import seeds
-from vlcheck.gate.testing import run_check
+from vlcheck.runners.testing import run_check
 from vlcheck.examples.seed_check import compare, compare_drift, string_literals
 from vlcheck.prompt.render import IMAGE_QUESTIONS, MULTI_IMAGE_QUESTION, VIDEO_QUESTIONS
 from vlcheck.spec.registry import all_families

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from vlcheck.core.results import Status
-from vlcheck.gate.cli import main
+from vlcheck.cli.main import main
 from vlcheck.prompt.assets import Status as AssetStatus, fetch
 from vlcheck.prompt.conformance import stop_conformance, template_conformance
 from vlcheck.spec.registry import (SPEC_PATH_ENV, SpecError, add_spec_dirs, all_families, default_selection,

@@ -69,7 +69,7 @@ def test_accepted_changes_pass(baseline, tmp_path):
     """The moved token count, reviewed and accepted (`--vlcheck-accepted`, as `vlcheck diff
     --draft-accepted` writes it): the family-config passes; without the file it fails."""
     from vlcheck.gate.checks import CATALOGUE, run_variant
-    from vlcheck.gate.testing import Baseline
+    from vlcheck.runners.testing import Baseline
 
     old = copy.deepcopy(baseline)
     counts = old["families"]["llava"]["checks"]["processor"]["data"]["single.token_counts"]
@@ -85,7 +85,7 @@ def test_accepted_changes_pass(baseline, tmp_path):
 
 
 def test_a_bad_baseline_stops_the_session_naming_the_file(tmp_path):
-    from vlcheck.gate.testing import baseline_of
+    from vlcheck.runners.testing import baseline_of
 
     (tmp_path / "baseline.json").write_text("{}")
     config = types.SimpleNamespace(getoption=lambda name, default=None: {

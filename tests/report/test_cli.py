@@ -7,8 +7,8 @@ import re
 import pytest
 
 import vlcheck
-from vlcheck.gate import cli
-from vlcheck.gate.cli import build_parser, main
+from vlcheck.cli import main as cli
+from vlcheck.cli.main import build_parser, main
 from vlcheck.spec.registry import SPEC_PATH_ENV
 
 

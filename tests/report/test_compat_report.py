@@ -6,9 +6,10 @@ where it is written."""
 import json
 import re
 
-from vlcheck.gate import compat_report, measured
-from vlcheck.gate.matrix import Axes, Grid
-from vlcheck.gate.points import Point, Store
+from vlcheck.gate import measured
+from vlcheck.versions import compat_report
+from vlcheck.versions.matrix import Axes, Grid
+from vlcheck.versions.points import Point, Store
 
 ENV = {"vllm": "0.24.0", "transformers": "5.16.1"}
 

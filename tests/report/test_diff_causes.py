@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from vlcheck.gate import cli
+from vlcheck.cli import main as cli
 from vlcheck.gate.causes import Cell, group, key_of
 from vlcheck.gate.report import SCHEMA
 
@@ -83,10 +83,10 @@ def test_first_bad_release_from_the_measured_points(tmp_path):
         cells = {"alpha": {"served": {"status": status, "outcome": status, "reason": reason, "key": vllm, "facts": {}}}}
         (points / f"vllm-{vllm}_transformers-5.16.1.json").write_text(json.dumps(
             {"point": {"vllm": vllm, "transformers": "5.16.1"}, "cells": cells, "runs": [], "environment": {}}))
-    from vlcheck.gate.causes import PointIndex
+    from vlcheck.versions.points import point_index
 
-    index = PointIndex(tmp_path, {"vllm": "0.24.0", "transformers": "5.16.1"},
-                       {"vllm": "0.33.0", "transformers": "5.16.1"})
+    index = point_index(tmp_path, {"vllm": "0.24.0", "transformers": "5.16.1"},
+                        {"vllm": "0.33.0", "transformers": "5.16.1"})
     causes = group([Cell("alpha", "served [single]", "regression", "port 40000 answered 500")], report("0.33.0"), index)
     assert causes[0].first_bad == "vLLM 0.26.0 (with transformers 5.16.1)"  # 0.25.0 failed, but for another reason
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vlcheck.core.results import Status, from_exception, raised_by
-from vlcheck.gate import cli
+from vlcheck.cli import main as cli
 from vlcheck.gate.checks import CATALOGUE, run_cell, run_variant
 from vlcheck.spec.registry import get_family, load_spec
 

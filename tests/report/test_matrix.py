@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from vlcheck.gate import bisect, compat_report, declarations, envs, measured
-from vlcheck.gate.matrix import Axes, Grid, next_step
-from vlcheck.gate.points import Point, Store
+from vlcheck.gate import measured
+from vlcheck.versions import bisect, compat_report, declarations, envs
+from vlcheck.versions.matrix import Axes, Grid, next_step
+from vlcheck.versions.points import Point, Store
 from vlcheck.spec.registry import all_families
 from vlcheck.spec.schema import Declaration
 
@@ -251,7 +252,7 @@ def test_a_library_class_rejected_by_pydantic_validation_is_the_librarys_finding
 
 
 def test_only_versions_that_cannot_install_together_are_remembered_a_missing_tool_stops_the_run(tmp_path, monkeypatch):
-    from vlcheck.gate.points import ToolFailure, Unmeasurable
+    from vlcheck.versions.points import ToolFailure, Unmeasurable
 
     store, point = Store(tmp_path), Point("0.33.0", "5.16.1")
 

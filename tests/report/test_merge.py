@@ -7,10 +7,11 @@ import json
 import pytest
 
 from vlcheck.core.results import CheckResult, Status
-from vlcheck.gate import cli, diff, report
+from vlcheck.cli import main as cli
+from vlcheck.gate import diff, report
 from vlcheck.gate.checks import CATALOGUE, Check, run_checks
-from vlcheck.gate.merge import MergeError, merge
-from vlcheck.gate.shard import Shard, select
+from vlcheck.runners.merge import MergeError, merge
+from vlcheck.runners.shard import Shard, select
 from vlcheck.spec.registry import all_families
 
 

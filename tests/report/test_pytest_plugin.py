@@ -1,4 +1,4 @@
-"""vlcheck's pytest plugin (vlcheck/gate/pytest_plugin.py), run in a child pytest: a spec that does not load fails
+"""vlcheck's pytest plugin (vlcheck/runners/pytest_plugin.py), run in a child pytest: a spec that does not load fails
 its own family's tests only, with the loader's message; a crash of vlcheck's own code counts as an
 error, apart from the failures that describe vLLM's behaviour."""
 
@@ -24,7 +24,7 @@ def test_suite_error():
 
 
 def test_crash_inside_vlcheck():
-    from vlcheck.gate.testing import headline
+    from vlcheck.runners.testing import headline
 
     headline(None, None)
 

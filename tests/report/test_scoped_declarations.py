@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from vlcheck.core.versions import installed
-from vlcheck.gate.testing import assert_as_scoped
+from vlcheck.runners.testing import assert_as_scoped
 from vlcheck.spec.registry import SpecError, get_family, load_spec
 from vlcheck.spec.schema import Declaration
 

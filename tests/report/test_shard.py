@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from vlcheck.gate.shard import Shard, durations_from_summary, family_weights, load_durations, partition, select
+from vlcheck.runners.shard import Shard, durations_from_summary, family_weights, load_durations, partition, select
 from vlcheck.spec.registry import all_families
 
 

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from vlcheck.gate import cli, diff, report
+from vlcheck.cli import main as cli
+from vlcheck.gate import diff, report
 from vlcheck.gate.checks import cpu_checks, informational_facts, run_checks
 from vlcheck.spec.registry import get_family
 

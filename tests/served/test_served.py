@@ -6,7 +6,7 @@ round trip (vlcheck/served/checks.py)."""
 
 import json
 
-from vlcheck.gate.testing import assert_as_declared, run_check
+from vlcheck.runners.testing import assert_as_declared, run_check
 from vlcheck.served.render import served_record
 
 

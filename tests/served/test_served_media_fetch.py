@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from vlcheck.gate.pytest_plugin import selected_families
+from vlcheck.runners.pytest_plugin import selected_families
 from vlcheck.served import bad_requests, render
 from vlcheck.served.client import Client
 from vlcheck.spec.registry import all_families

@@ -7,7 +7,7 @@ import dataclasses
 from vlcheck import adapter
 from vlcheck.core.results import Status
 from vlcheck.cpu.vllm_checks import architecture_check
-from vlcheck.gate.testing import assert_as_declared, run_check
+from vlcheck.runners.testing import assert_as_declared, run_check
 from vlcheck.spec.registry import get_family
 
 

@@ -7,7 +7,7 @@ import pytest
 from vlcheck import adapter
 from vlcheck.core.results import Status
 from vlcheck.cpu.vllm_checks import engine_args_check, value_fits
-from vlcheck.gate.testing import assert_as_declared, run_check
+from vlcheck.runners.testing import assert_as_declared, run_check
 from vlcheck.spec.migrations import ENGINE_ARG_MIGRATIONS
 from vlcheck.spec.registry import load_spec
 

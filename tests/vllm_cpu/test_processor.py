@@ -6,7 +6,7 @@ from pathlib import Path
 
 from vlcheck.core.results import Status
 from vlcheck.cpu.processor_check import processor_check
-from vlcheck.gate.testing import require_ok, run_check
+from vlcheck.runners.testing import require_ok, run_check
 from vlcheck.spec.registry import load_spec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "specs"

@@ -87,6 +87,13 @@ class LoadReport:
         return not (self.missing or self.unexpected or self.mismatched)
 
 
+def hf_config(folder: str | Path):
+    """transformers' config of a checkpoint folder (AutoConfig.from_pretrained)."""
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(folder)
+
+
 def hf_load(folder: str | Path, architecture: str, dtype: str = "float32"):
     """(model, LoadReport): transformers' from_pretrained of a checkpoint folder."""
     import torch

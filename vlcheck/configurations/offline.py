@@ -6,6 +6,7 @@ test, and the configuration's proof, recorded from the scheduler's steps.
 
 from __future__ import annotations
 
+import re
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -35,6 +36,8 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
         chunked_proof(log, why_no_steps, measured)
     elif config.name == "prefix":
         prefix_probes(spec, variant, handle, runs, measured)
+    elif config.name == "compiled":
+        compiled_proof(handle, measured)
     else:  # a user's flags: the engine started with them
         measured.proof = {"engine_args": config.engine_args}
     return measured
@@ -91,6 +94,20 @@ PROBE_QUESTION = "Zebra stripes: count them, then answer in one word."
 """A question none of the example's requests asks: its prompt shares theirs up to where the question
 starts, so the prefix cache serves it the blocks that hold the template and the image (the last
 one ending inside the image where a block boundary falls there)."""
+
+
+GRAPHS_CAPTURED = re.compile(r"Graph capturing finished in (\d+) secs")
+"""vLLM's engine log line once its CUDA graphs are captured (gpu_model_runner, vllm 0.24)."""
+
+
+def compiled_proof(handle, measured: Measured) -> None:
+    log = getattr(handle.watchdog, "log", None)
+    text = log.read_text(errors="replace") if log is not None and log.exists() else ""
+    captured = GRAPHS_CAPTURED.findall(text)
+    measured.proof = {"graph_captures": len(captured), "capture_s": [int(s) for s in captured]}
+    if not captured:
+        measured.not_exercised = (f"the engine's log ({log}) does not say CUDA graphs were captured "
+                                  "('Graph capturing finished'): the engine ran eager")
 
 
 @dataclass

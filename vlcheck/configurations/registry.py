@@ -84,6 +84,10 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "video_file", "videos sent as mp4 files (video_url) through the API server",
         "the server decoded the file into the frames it reports (placeholder tokens of the video)",
         served=True),
+    Configuration(
+        "compiled", "vLLM's default engine: torch.compile and CUDA graphs (enforce_eager off)",
+        "the engine's log says CUDA graphs were captured",
+        {"enforce_eager": False}, platforms=("gpu",)),
 )}
 
 DEFAULT = EAGER.name

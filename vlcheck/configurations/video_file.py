@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vlcheck.adapter.video import video_loader
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import Configuration
 from vlcheck.core import video_files
@@ -95,7 +96,7 @@ def _inputs(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     example = media_data(variant, "video", 1)
     frames = example[0] if isinstance(example, tuple) else example  # the metadata is the file's now
     video_kwargs = (args.get("media_io_kwargs") or {}).get("video", {})
-    clip = video_files.video_file(frames, handle.model_dir, video_kwargs)
+    clip = video_files.video_file(frames, video_loader(handle.model_dir), video_kwargs)
     question = default_questions(variant, "video")[0]
     return Inputs(clip, frames, question, example_prompt(spec, variant, "video", question), resolve(variant).text, args)
 

@@ -102,17 +102,6 @@ def data_url(data: bytes) -> str:
     return "data:video/mp4;base64," + base64.b64encode(data).decode()
 
 
-def server_loader(model_dir: str) -> str:
-    """The video loader vLLM's chat path picks for this checkpoint: the one registered for its
-    video processor class, else `VLLM_VIDEO_LOADER_BACKEND` (vLLM 0.24.0's media connector)."""
-    from vllm import envs
-    from vllm.multimodal.video import get_video_loader_backend_for_processor
-    from vllm.transformers_utils.processor import get_video_processor_cls_name_from_config
-
-    return (get_video_loader_backend_for_processor(get_video_processor_cls_name_from_config(model_dir))
-            or envs.VLLM_VIDEO_LOADER_BACKEND)
-
-
 def sampled_indices(loader: str, decoded: Decoded, video_kwargs: dict[str, Any]) -> list[int]:
     """The frame indices the server's loader takes from the file, with the server's
     `--media-io-kwargs` for video (rules of vLLM 0.24.0's `multimodal/video.py`)."""
@@ -189,14 +178,15 @@ class VideoFile:
         return self.decoded.frames[self.indices], loader_metadata(self.decoded, self.indices)
 
 
-def video_file(frames, model_dir: str, video_kwargs: dict[str, Any] | None = None) -> VideoFile:
-    """Write `frames` as an mp4, decode it back, and sample it as the server serving `model_dir`
-    with these `--media-io-kwargs` video kwargs would. Raises VideoFileUnavailable, LoaderNotModelled."""
+def video_file(frames, server_loader: str, video_kwargs: dict[str, Any] | None = None) -> VideoFile:
+    """Write `frames` as an mp4, decode it back, and sample it as a server whose media connector
+    picks `server_loader` (`adapter.video.video_loader`) would with these `--media-io-kwargs` video
+    kwargs. Raises VideoFileUnavailable, LoaderNotModelled."""
     video_kwargs = dict(video_kwargs or {})
     codec = video_kwargs.pop("backend", "opencv")
     if codec != "opencv":
         raise LoaderNotModelled(f"the server decodes videos with {codec} (--media-io-kwargs), vlcheck with opencv")
-    loader = video_kwargs.pop("video_backend", None) or server_loader(model_dir)
+    loader = video_kwargs.pop("video_backend", None) or server_loader
     data = write_mp4(frames)
     decoded = decode_mp4(data)
     return VideoFile(data, decoded, loader, sampled_indices(loader, decoded, video_kwargs))

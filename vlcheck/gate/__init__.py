@@ -1,6 +1,5 @@
-"""The top layer, what users and CI run: the check catalogue (`checks`), the report, diff and merge of
-check runs (`report`, `diff`, `merge`), sharding by measured durations (`shard`, with
-`gpu_durations.json`), the pytest helpers the tests share (`testing`), the pytest plugin
-(`pytest_plugin`: options, fixtures, hooks) and the tier it ships for any spec (`tier/`), starter
-specs for a user's own model (`starter`) and the `vlcheck` command (`cli`).
+"""The upgrade gate: the check catalogue (`checks`), the report of a check run (`report`), the diff of
+two runs (`diff`, its HTML and Markdown pages `diff_pages`, the causes it groups changes into
+`causes`, the changes a user accepted `accepted`) and what of a cell counts as its behaviour
+(`measured`). It knows nothing of environments or version points: `versions` builds on it.
 """

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from vlcheck.core.results import frame_text, frames_text
 from vlcheck.gate.measured import mask
@@ -206,13 +205,15 @@ def _first_line(text: str, limit: int = 220) -> str:
 class PointIndex:
     """The matrix's measured points (`compat/points`): where along the two axes from the baseline
     (newer vLLM with the baseline's transformers; newer transformers with the baseline's vLLM) a
-    cell first went bad."""
+    cell first went bad.
 
-    def __init__(self, root: Path, old_env: dict, new_env: dict):
-        from vlcheck.gate.points import Store, version_key
+    `store` holds the points (`.points`: each with `.vllm` and `.transformers`; `.cell(point, family,
+    check)`: the measured cell or None) and `key` orders versions: `vlcheck.versions.points.point_index`
+    builds one from the matrix's folder (the gate knows nothing of how points are stored)."""
 
-        self.store = Store(Path(root), log=lambda _: None)
-        self.key = version_key
+    def __init__(self, store, key: Callable[[str], tuple], old_env: dict, new_env: dict):
+        self.store = store
+        self.key = key
         self.old = (old_env.get("vllm", ""), old_env.get("transformers", ""))
         self.new = (new_env.get("vllm", ""), new_env.get("transformers", ""))
 

@@ -24,7 +24,7 @@ The contract of `run`, for one family-config (a family's `single` or `multi_imag
 - Declarations are applied here, not in `run`: a failure the variant declares under
   `deviations.<name>` (or `declared_as`) becomes a declared deviation (`core.results.declared_deviation`).
 - `test` names the pytest test that runs the same function per family-config through
-  `gate.testing.run_check`, which compares with `--vlcheck-baseline FILE` when given.
+  `runners.testing.run_check`, which compares with `--vlcheck-baseline FILE` when given.
 
 Adding a check: its function in the lowest layer that has what it needs, its name in
 `spec/schema.py`'s `CHECKS`, one `Check` here, and its test (`tests/package/test_catalogue.py`

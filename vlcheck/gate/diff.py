@@ -27,10 +27,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from vlcheck.core.results import NOT_APPLIED, frames_text
 from vlcheck.gate.measured import mask_run_specific
+
+if TYPE_CHECKING:
+    from vlcheck.gate.causes import PointIndex
 
 OK = ("pass", "declared deviation")
 FAILING = ("fail", "declared deviation")
@@ -146,9 +149,10 @@ class Diff:
             setattr(self, name, kept)
         self.accepted_unseen = [a.describe() for i, a in enumerate(accepted) if i not in used]
 
-    def group_causes(self, points_dir: str | None = None) -> None:
+    def group_causes(self, index: PointIndex | None = None) -> None:
         """Group what decides the verdict (regressions, new failures, lost coverage, moved findings)
-        into causes; with `points_dir` (the matrix's measured points), each with its first bad release."""
+        into causes; with `index` (the matrix's measured points: `vlcheck.versions.points.point_index`),
+        each with its first bad release."""
         from vlcheck.gate import causes
 
         cells = []
@@ -166,9 +170,6 @@ class Diff:
             if (cell.family, cell.label) not in seen:
                 seen.add((cell.family, cell.label))
                 unique.append(cell)
-        index = None
-        if points_dir and (Path(points_dir) / "points").is_dir():
-            index = causes.PointIndex(Path(points_dir), self.old_env, self.new_env)
         self.causes = causes.group(unique, self.new_report, index)
 
 

@@ -191,18 +191,26 @@ def _position_limit(model_dir: str) -> int | None:
 
 
 def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | None = None,
-                platform: str = "gpu", **overrides) -> tuple[dict, str, str]:
+                platform: str = "gpu", checkpoint: str = "default", **overrides) -> tuple[dict, str, str]:
     """(engine args, weights used, model folder) for one family-config. `heads`: the synthetic
-    checkpoint's tensor-parallel-ready build (`synthetic.checkpoint_dir`). On the `cpu` platform
-    "auto" never picks real weights (a real VLM on 2 cores is not a test)."""
+    checkpoint's tensor-parallel-ready build (`synthetic.checkpoint_dir`). `checkpoint`: `default`,
+    or `layer_pattern` (a configuration's `checkpoint`): the synthetic build that keeps the real
+    attention layer pattern with a small window, never real weights (their windows are thousands
+    of tokens). On the `cpu` platform "auto" never picks real weights (a real VLM on 2 cores is not a test)."""
+    if checkpoint not in ("default", "layer_pattern"):
+        raise ValueError(f"checkpoint {checkpoint!r}: `default` or `layer_pattern`")
+    layer_pattern = checkpoint == "layer_pattern"
     args = variant_engine_args(variant)
+    if layer_pattern and weights == "real":
+        raise EngineUnavailable(f"{spec.name}: the layer-pattern checkpoint is synthetic, and --vlcheck-weights is real",
+                                True)
     if platform == "cpu" and weights == "real":
         raise EngineUnavailable(f"{spec.name}: the CPU engine tier serves synthetic checkpoints only", True)
     if platform == "cpu" and weights == "auto":
         # dummy weights cannot detect a numerical change, and their encoders at full resolution
         # cost minutes each on 2 cores (deepseek_ocr's 8 repeat-simulation requests: over 5)
         weights = "seeded"
-    if weights in ("auto", "real") and platform == "gpu":
+    if weights in ("auto", "real") and platform == "gpu" and not layer_pattern:
         real = real_weights_available(variant)
         if real is not None:
             return {**args, **TEST_ENGINE_ARGS, "model": real, **overrides}, "real", real
@@ -216,12 +224,13 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
         local, used = None, "synthetic-dummy"
         if weights in ("auto", "seeded"):
             try:
-                local, used = str(checkpoint_dir(spec, variant, weights=True, heads=heads)), "seeded"
+                local = str(checkpoint_dir(spec, variant, weights=True, heads=heads, layer_pattern=layer_pattern))
+                used = "seeded"
             except (NotBuildable, ImportError) as err:
                 if weights == "seeded":
                     raise NotBuildable(f"no seeded weights: {err}") from None
         if local is None:
-            local = str(checkpoint_dir(spec, variant, weights=False, heads=heads))
+            local = str(checkpoint_dir(spec, variant, weights=False, heads=heads, layer_pattern=layer_pattern))
     except NotBuildable as err:
         raise EngineUnavailable(f"{spec.name}: no synthetic checkpoint: {err}", True) from None
     args = {k: v for k, v in args.items() if k not in DROPPED_FOR_SYNTHETIC}

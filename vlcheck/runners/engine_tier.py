@@ -2,7 +2,7 @@
 `scripts/gpu-tier.sh`): engine start, passed / failed / xfailed / skipped, and whether vLLM agrees
 with the transformers reference on the same seeded weights.
 
-    python -m vlcheck.gate.engine_tier cpu-engine-out/shard-*.xml
+    python -m vlcheck.runners.engine_tier cpu-engine-out/shard-*.xml
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def configuration_cells(documents: list[bytes]) -> dict[str, dict[str, str]]:
             configuration = name[found.end():].rstrip("]") or "?"
             result, message = outcome(case)
             props = {p.get("name"): p.get("value") for p in case.iter("property")}
-            if result == "skipped" and "select with --vlcheck-config" in message:
+            if result == "skipped" and "no engine configuration selected" in message:
                 continue
             proof = props.get("proof")
             try:

@@ -7,7 +7,7 @@ Declared deviations and skips work as in `vlcheck check`; a failure names family
 import pytest
 
 from vlcheck.gate.checks import CATALOGUE
-from vlcheck.gate.testing import assert_as_declared, expect_deviation, run_check
+from vlcheck.runners.testing import assert_as_declared, expect_deviation, run_check
 from vlcheck.gpu.gpu_checks import NUM_PROMPTS, generation_runs, stop_run, unknown_uuid_error, uuid_resend
 
 PER_CONFIG = [c for c in CATALOGUE.values() if c.run is not None]

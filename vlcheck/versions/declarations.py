@@ -19,9 +19,9 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from vlcheck.gate.matrix import Grid
-from vlcheck.gate.points import Point, version_key
 from vlcheck.spec.registry import all_families
+from vlcheck.versions.grid import Grid
+from vlcheck.versions.points import Point, version_key
 
 
 @dataclass

@@ -219,7 +219,7 @@ def run_vlcheck(env: Env, argv: Sequence[str], extra_env: dict[str, str] | None 
         subprocess.run([str(env.python), "-c", WARM], env=environ, capture_output=True)
         cache.mkdir(parents=True, exist_ok=True)
         (cache / "vlcheck-warmed").write_text(env.path.name + "\n")
-    return subprocess.run([str(env.python), "-m", "vlcheck.gate.cli", *argv], env=environ, **kwargs)
+    return subprocess.run([str(env.python), "-m", "vlcheck.cli", *argv], env=environ, **kwargs)
 
 
 WARM = ("from vlcheck.adapter.models import warm_model_info_cache\n"
@@ -259,7 +259,7 @@ EXIT_CODES = [
                            "network, a full disk): retry"),
     (NO_SOLUTION, "no solution", "the versions cannot be installed together, or one of them does not exist"),
 ]
-"""`vlcheck env`'s own exit codes (2 bad input or usage and 1 a crash are every command's: `vlcheck.gate.cli`);
+"""`vlcheck env`'s own exit codes (2 bad input or usage and 1 a crash are every command's: `vlcheck.cli.main`);
 with `-- COMMAND`, once the environment is ready, the exit code is that command's."""
 EXIT_NOTE = "with `-- COMMAND`: once the environment is ready, that vlcheck command's own exit code"
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from vlcheck.gate.measured import CHANGED, LOST, NOT_MEASURED, REGRESSED, SAME, classify, describe_change, digest
-from vlcheck.gate.points import Point, Store, ToolFailure, Unmeasurable, version_key
+from vlcheck.versions.points import Point, Store, ToolFailure, Unmeasurable, version_key
 
 
 @dataclass
@@ -207,7 +207,7 @@ EXIT_CODES = [
                         "measuring stopped: an environment could not be made for a reason not the versions' (uv "
                         "missing, no network, a full disk)"),
 ]
-"""`vlcheck bisect`'s own exit codes (2 bad input or usage and 1 a crash are every command's: `vlcheck.gate.cli`)."""
+"""`vlcheck bisect`'s own exit codes (2 bad input or usage and 1 a crash are every command's: `vlcheck.cli.main`)."""
 
 
 def load_report(path: str) -> dict:

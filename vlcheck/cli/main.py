@@ -160,7 +160,8 @@ def own_exit_codes() -> dict[str, tuple[list[tuple[int, str, str]], str]]:
     """Per command (a matrix subcommand as `matrix run`): its own exit codes as (code, label, meaning),
     and a note; 1 and 2 (`COMMON_EXITS`) are added to each by `exit_codes`. A command's own 2 replaces
     the common one."""
-    from vlcheck.gate import bisect, diff, envs, matrix, same_source
+    from vlcheck.gate import diff
+    from vlcheck.versions import bisect, envs, matrix, same_source
 
     verdicts = [(code, verdict, diff.VERDICT_TEXT[verdict].split(": ", 1)[1]) for verdict, code in diff.EXIT_CODES.items()]
     own = {
@@ -218,7 +219,7 @@ def cmd_same_source(args) -> int:
     import subprocess
     from pathlib import Path
 
-    from vlcheck.gate import same_source
+    from vlcheck.versions import same_source
 
     try:
         results = [same_source.compare(v, Path(args.wheels) if args.wheels else None) for v in args.versions]
@@ -245,7 +246,7 @@ def cmd_check(args) -> int:
     broken = {n: e for n, e in spec_errors().items() if n in names}
     families = {n: get_family(n) for n in names if n not in broken}
     if args.shard:  # a spec that does not load has no measured duration: it goes to shard 1
-        from vlcheck.gate.shard import select
+        from vlcheck.runners.shard import select
 
         families = {s.name: s for s in select(families.values(), args.shard)}
         broken = broken if args.shard.index == 1 else {}
@@ -327,7 +328,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_init(args) -> int:
-    from vlcheck.gate.starter import write_starter
+    from vlcheck.cli.starter import write_starter
 
     path, verdict = write_starter(args.model, args.output, args.name, args.force)
     print(f"wrote {path}: {verdict}")
@@ -358,7 +359,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_merge(args) -> int:
-    from vlcheck.gate.merge import merge
+    from vlcheck.runners.merge import merge
 
     from vlcheck.gate.diff import load
 
@@ -371,7 +372,7 @@ def cmd_merge(args) -> int:
 
 
 def _shard(text: str):
-    from vlcheck.gate.shard import Shard
+    from vlcheck.runners.shard import Shard
 
     try:
         return Shard.parse(text)
@@ -381,6 +382,7 @@ def _shard(text: str):
 
 def cmd_diff(args) -> int:
     from vlcheck.gate import accepted, diff
+    from vlcheck.versions.points import point_index
 
     old, new = diff.load(args.old), diff.load(args.new)
     accepted_changes = accepted.load(args.accepted) if args.accepted else []
@@ -389,7 +391,7 @@ def cmd_diff(args) -> int:
         with open(args.draft_accepted, "w", encoding="utf-8") as f:
             f.write(accepted.draft([*d.regressions, *d.lost_coverage, *d.moved]))
     d.apply(accepted_changes)
-    d.group_causes(args.points if args.points is not None else _default_points())
+    d.group_causes(point_index(args.points if args.points is not None else _default_points(), d.old_env, d.new_env))
     print(diff.to_text(d), end="")
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
@@ -577,7 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=cmd_run)
 
-    from vlcheck.gate import bisect, envs, matrix
+    from vlcheck.versions import bisect, envs, matrix
 
     for module in (envs, bisect, matrix):  # each subcommand's arguments live in its own module
         module.register(sub)
@@ -633,11 +635,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     3 could not run (no verdict), 4-7 findings (see `check` and `diff`), 8 and 9 the answers of
     `same-source` and `env`, and 1 only for a crash of vlcheck itself (Python's code for an uncaught
     exception)."""
-    from vlcheck.gate import envs
+    from vlcheck.versions import envs
     from vlcheck.gate.diff import ReportError
-    from vlcheck.gate.matrix import NoMatrix
-    from vlcheck.gate.merge import MergeError
-    from vlcheck.gate.points import ToolFailure
+    from vlcheck.versions.matrix import NoMatrix
+    from vlcheck.runners.merge import MergeError
+    from vlcheck.versions.points import ToolFailure
 
     args = build_parser().parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM's INFO lines would bury the table

@@ -7,7 +7,7 @@ loads it where the installed metadata predates it).
 The tiers are selected by marker: `pytest -m "not gpu"` (CPU, what CI runs) and `pytest -m gpu`.
 Spec folders (`--vlcheck-specs DIR`, or `vlcheck_specs` in the pytest configuration, relative to
 it) add the user's families, and, unless test paths are named, the shipped tier
-(`vlcheck/gate/tier/`): `pytest -m "not gpu"` and `pytest -m gpu` then check the user's models.
+(`vlcheck/runners/tier/`): `pytest -m "not gpu"` and `pytest -m gpu` then check the user's models.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from vlcheck.configurations.registry import CONFIGURATIONS, DEFAULT, UnknownConfiguration, select
-from vlcheck.gate.testing import expect_deviation, is_suite_crash
+from vlcheck.runners.testing import expect_deviation, is_suite_crash
 from vlcheck.gpu.engines import WEIGHTS, WEIGHTS_HELP
 from vlcheck.spec.registry import SPEC_PATH_ENV, SpecError, add_spec_dirs, all_families, default_selection, spec_errors
 from vlcheck.spec.schema import config_id
@@ -40,7 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-cache-off", action="store_true",
                     help="GPU tier: also check each family with the processor cache disabled (a second engine each)")
     group.addoption("--vlcheck-shard", type=_shard, default=None, metavar="I/N",
-                    help="run shard I of N: whole families, balanced by measured durations (vlcheck/gate/shard.py); "
+                    help="run shard I of N: whole families, balanced by measured durations (vlcheck/runners/shard.py); "
                          "tests that belong to no family run in shard 1")
     group.addoption("--vlcheck-baseline", metavar="FILE", default=None,
                     help="compare with this report (`vlcheck check --json` on the versions you run today) instead of "
@@ -81,7 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
     if config.getoption("--vlcheck-baseline"):  # a bad baseline stops the session before it starts
-        from vlcheck.gate.testing import baseline_of
+        from vlcheck.runners.testing import baseline_of
 
         baseline_of(config)
         # compared with the baseline, no test reads the repo's snapshots: unused, they are no failure
@@ -101,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _shard(text: str):
-    from vlcheck.gate.shard import Shard
+    from vlcheck.runners.shard import Shard
 
     try:
         return Shard.parse(text)
@@ -121,7 +121,7 @@ def selected_families(config: pytest.Config) -> list[str]:
         names = [n for n in names if n in wanted]
     shard = config.getoption("--vlcheck-shard")
     if shard is not None:
-        from vlcheck.gate.shard import select
+        from vlcheck.runners.shard import select
 
         loaded = all_families()
         mine = {s.name for s in select([loaded[n] for n in names if n in loaded], shard)}
@@ -172,16 +172,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("configuration", configuration_params(metafunc.config))
 
 
+NO_CONFIGURATION = ("no engine configuration selected: --vlcheck-config NAME (repeatable) or all; NAME one of "
+                    + ", ".join(c for c in CONFIGURATIONS if c != DEFAULT) + ", or serve:FLAGS")
+
+
 def configuration_params(config: pytest.Config) -> list:
-    """Every configuration but eager (whose tests are the engine tier itself), and the user's
-    `serve:` ones; the ones not selected with --vlcheck-config skip saying how to select them."""
+    """The configurations selected with --vlcheck-config but eager (whose tests are the engine
+    tier itself); none selected: one `none` that skips saying how to select them."""
     wanted = config.getoption("--vlcheck-config")
     try:
         chosen = {c.name: c for c in select(wanted, "cpu") + select(wanted, "gpu")} if wanted else {}
     except UnknownConfiguration as err:
         raise pytest.UsageError(f"--vlcheck-config: {err}") from None
-    known = {**{n: c for n, c in CONFIGURATIONS.items() if n != DEFAULT}, **chosen}
-    return [pytest.param((c, c.name in chosen), id=c.name) for c in known.values() if c.name != DEFAULT]
+    params = [pytest.param(c, id=c.name) for c in chosen.values() if c.name != DEFAULT]
+    return params or [pytest.param(None, id="none")]
 
 
 @pytest.fixture(autouse=True)
@@ -254,7 +258,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def configuration(item: pytest.Item) -> str:
         callspec = getattr(item, "callspec", None)
         chosen = callspec.params.get("configuration") if callspec else None
-        return chosen[0].name if chosen else ""
+        return chosen.name if chosen else ""
 
     live = [i for i in items if on_engine(i)]
     if live:
@@ -363,11 +367,11 @@ def configured_engine(family, variant, configuration, engines, weights_mode, eng
     """(configuration, engine): the family-config's engine started with the configuration's args
     (a served configuration's reference: the shared eager engine; its server is its own), or a
     skip saying how to select it or why this runner cannot run it."""
-    from vlcheck.configurations.checks import engine_overrides
+    from vlcheck.configurations.checks import engine_overrides, why_not_applicable
 
-    config, selected = configuration
-    if not selected:
-        pytest.skip(f"configuration {config.name} ({config.summary}): select with --vlcheck-config {config.name} (or all)")
+    config = configuration
+    if config is None:
+        pytest.skip(NO_CONFIGURATION)
     from vlcheck.gpu.engines import platform_unavailable
 
     why_not = platform_unavailable(engine_platform)
@@ -378,6 +382,9 @@ def configured_engine(family, variant, configuration, engines, weights_mode, eng
     if config.served and not {"all", family.name, config_id(family, variant)} & set(request.config.getoption("--vlcheck-serve")):
         pytest.skip(f"configuration {config.name} starts vLLM's API server (a second engine per family-config): "
                     f"select with --vlcheck-serve {config_id(family, variant)} (or {family.name}, or all)")
+    why = why_not_applicable(config, family, variant)
+    if why:
+        pytest.skip(f"{config.name} did not exercise its path: {why}")
     if config.served:
         return config, request.getfixturevalue("engine")
     return config, start_engine(family, variant, engines, weights_mode, request, platform=engine_platform,
@@ -392,7 +399,7 @@ def engine_report_cells(request):
     yield cells
     path = request.config.getoption("--vlcheck-engine-report")
     if path and cells:
-        from vlcheck.gate.engine_tier import write_engine_report
+        from vlcheck.runners.engine_tier import write_engine_report
 
         write_engine_report(path, cells, request.config.getoption("--vlcheck-shard"))
 

@@ -8,7 +8,7 @@ The split is greedy, longest family first onto the least-loaded shard, with ties
 name and then by the lower shard, so every runner computes the same split from the same data.
 A family-config missing from the data weighs the median of those measured.
 
-`python -m vlcheck.gate.shard N` prints the split into N shards; `python -m vlcheck.gate.shard --update
+`python -m vlcheck.runners.shard N` prints the split into N shards; `python -m vlcheck.runners.shard --update
 gpu-out/summary.txt` refreshes the durations from a GPU tier run.
 """
 
@@ -89,7 +89,7 @@ def durations_from_summary(text: str) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vlcheck.gate.shard", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m vlcheck.runners.shard", description=__doc__.split("\n\n")[0])
     parser.add_argument("count", type=int, nargs="?", help="print the split of the GPU tier's families into COUNT shards")
     parser.add_argument("--update", metavar="SUMMARY", help="merge the wall times of a gpu-tier summary.txt into the data")
     args = parser.parse_args(argv)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from vlcheck.gate import envs
+from vlcheck.gate.causes import PointIndex
 from vlcheck.gate.measured import digest
+from vlcheck.versions import envs
 
 
 @dataclass(frozen=True, order=True)
@@ -176,3 +177,11 @@ class Store:
                  f"(environment {'made' if env.created_s is not None else 'reused'} in "
                  f"{env.created_s if env.created_s is not None else env.reused_s} s, check {check_s} s)")
         return self.measured(point)
+
+
+def point_index(root: str | Path | None, old_env: dict, new_env: dict) -> PointIndex | None:
+    """The matrix's measured points in `root` (`root/points/*.json`) as the diff's causes read them
+    (each cause's first bad release); None without a matrix there."""
+    if not root or not (Path(root) / "points").is_dir():
+        return None
+    return PointIndex(Store(Path(root), log=lambda _: None), version_key, old_env, new_env)

