@@ -10,6 +10,7 @@ import re
 from contextlib import nullcontext
 from dataclasses import dataclass
 
+from vlcheck import adapter
 from vlcheck.adapter import scheduler
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import PREFIX_BLOCK, Configuration
@@ -134,23 +135,23 @@ def prefix_probes(spec: FamilySpec, variant: Variant, handle, runs: list[g.Shape
         one = {"prompt": prompt, "multi_modal_data": {modality: data}, **({"cache_salt": salt} if salt else {})}
         return handle.llm.generate([one], g.greedy(), use_tqdm=False)
 
+    uncached = goldens.from_outputs(ask(novel, salt="vlcheck-uncached"))
     probes = []
-    with scheduler.recorded_steps(handle.llm._llm) as log:
-        uncached = goldens.from_outputs(ask(novel, salt="vlcheck-uncached"))
-        for what, prompt, reference_output in (("a new question", novel, uncached[0]), ("the first request again", first, batched)):
-            before = set(log.requests)
-            out = ask(prompt)
-            (steps,) = [log.requests[k] for k in log.requests if k not in before]
-            cached = out[0].num_cached_tokens or 0
-            probes.append(Probe(what, cached, _where(cached, steps.media),
-                                goldens.within_noise([reference_output], goldens.from_outputs(out), tolerance)))
+    for what, prompt, reference_output in (("a new question", novel, uncached[0]), ("the first request again", first, batched)):
+        # the new question's reference: itself computed without the cache; the first request's: its batched answer
+        out = ask(prompt)
+        media = [r for ranges in adapter.apply_processor(handle.processor, prompt, {modality: data})["placeholders"].values()
+                 for r in ranges]
+        cached = out[0].num_cached_tokens or 0
+        probes.append(Probe(what, cached, _where(cached, media),
+                            goldens.within_noise([reference_output], goldens.from_outputs(out), tolerance)))
     measured.proof = {"cached_tokens": [p.cached for p in probes], "hit_ends": [p.where for p in probes]}
     measured.problems += [f"{p.what} with {p.cached} cached tokens (the hit ends {p.where}): "
-                          f"{q.replace('request 0', 'answer')} (reference: the same request computed without the cache)"
+                          f"{q.replace('request 0', 'answer')} (against the same request answered without a cache hit)"
                           for p in probes for q in p.problems]
     if "inside media" not in {p.where for p in probes}:
         measured.not_exercised = (f"no cached prefix ended inside an image (cached tokens {measured.proof['cached_tokens']}, "
-                                  f"hits end {measured.proof['hit_ends']}; placeholder ranges {steps.media}: no "
+                                  f"hits end {measured.proof['hit_ends']}; placeholder ranges {media}: no "
                                   f"{PREFIX_BLOCK}-token block boundary falls between an image's start and where the "
                                   "questions part)")
 
