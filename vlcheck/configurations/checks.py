@@ -8,7 +8,7 @@ from typing import Any
 
 from vlcheck.configurations.outcome import cell
 from vlcheck.configurations.registry import Configuration
-from vlcheck.core.results import CheckResult, from_exception
+from vlcheck.core.results import CheckResult, Status, from_exception
 from vlcheck.spec.schema import FamilySpec, Variant
 
 MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.configurations.video_file",
@@ -41,8 +41,12 @@ def run(config: Configuration, spec: FamilySpec, variant: Variant, handle) -> Ch
     """The cell; an exception vLLM raised is its failure, vlcheck's own is an error."""
     name = config.check_name(handle.platform)
     module = importlib.import_module(MEASURED_BY.get(config.name, "vlcheck.configurations.offline"))
+    from vlcheck.prompt.templates import TemplateUnavailable
+
     try:
         measured = module.measure(spec, variant, handle, config)
+    except TemplateUnavailable as err:  # the example's prompt needs a Hub file this cache lacks
+        return CheckResult(spec.name, name, Status.SKIP, f"[{variant.kind}] {config.name}: {err}")
     except Exception as err:  # noqa: BLE001 - core.results.raised_by decides fail (vLLM's) or error (vlcheck's)
         return from_exception(spec.name, name, err, f"[{variant.kind}] {config.name}:")
     return cell(spec, variant, name, config.name, measured)

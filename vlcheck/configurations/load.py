@@ -258,7 +258,7 @@ class CacheCounters:
 
     @classmethod
     def read(cls, metrics_text: str) -> CacheCounters:
-        from vlcheck.gpu.served import metric
+        from vlcheck.gpu.engine_server import metric
 
         return cls(metric(metrics_text, "vllm:mm_cache_queries"), metric(metrics_text, "vllm:mm_cache_hits"))
 
@@ -328,7 +328,7 @@ class Session:
     """One server's client: chat requests as the example's messages, greedy, with logprobs."""
 
     def __init__(self, variant: Variant, server):
-        from vlcheck.gpu.api_server import SERVED_NAME
+        from vlcheck.gpu.engine_server import SERVED_NAME
         from vlcheck.served.client import Client
 
         self.variant, self.server = variant, server
@@ -387,7 +387,7 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     if "image" not in variant.modalities:
         return Measured(not_exercised=f"the {variant.kind} example takes no images (it takes "
                                       f"{', '.join(variant.modalities)}): the load check evicts and reuses images")
-    from vlcheck.gpu import api_server, engines
+    from vlcheck.gpu import engine_server as api_server, engines
     from vlcheck.prompt.templates import TemplateUnavailable, resolve
 
     try:
@@ -410,7 +410,7 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
 
 
 def exercise(variant: Variant, server) -> Measured:
-    """The four phases against a live server (`gpu.api_server.ApiServer`)."""
+    """The four phases against a live server (`gpu.engine_server.EngineServer`)."""
     began = time.monotonic()
     session = Session(variant, server)
     measured = Measured(facts={"server_start_s": round(server.start_seconds, 1)})

@@ -150,10 +150,12 @@ def prefix_probes(spec: FamilySpec, variant: Variant, handle, runs: list[g.Shape
                           f"{q.replace('request 0', 'answer')} (against the same request answered without a cache hit)"
                           for p in probes for q in p.problems]
     if "inside media" not in {p.where for p in probes}:
-        measured.not_exercised = (f"no cached prefix ended inside an image (cached tokens {measured.proof['cached_tokens']}, "
-                                  f"hits end {measured.proof['hit_ends']}; placeholder ranges {media}: no "
-                                  f"{PREFIX_BLOCK}-token block boundary falls between an image's start and where the "
-                                  "questions part)")
+        shown = f"cached tokens {measured.proof['cached_tokens']}, hits end {measured.proof['hit_ends']}"
+        if probes[0].where in ("nothing cached", "before media"):
+            why = "the new question changes the prompt before its media (the question comes first in this template)"
+        else:
+            why = f"no {PREFIX_BLOCK}-token block boundary falls inside the placeholder ranges {media} before the questions part"
+        measured.not_exercised = f"no cached prefix ended inside an image ({shown}): {why}"
 
 
 def _where(cached: int, media: list[tuple[int, int]]) -> str:

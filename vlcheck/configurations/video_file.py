@@ -147,7 +147,7 @@ def _served(handle, variant: Variant, inputs: Inputs, measured: Measured) -> dic
     """The chat answer in goldens' form (plus the served prompt token ids), or None where the
     server did not start or rejected the file (a problem each)."""
     from vlcheck.core.results import frames_in_text
-    from vlcheck.gpu import api_server
+    from vlcheck.gpu import engine_server as api_server
     from vlcheck.served.client import Client
     from vlcheck.served.requests import chat_messages
 

