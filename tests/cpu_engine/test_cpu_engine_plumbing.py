@@ -1,5 +1,5 @@
 """The CPU engine tier's plumbing, on CPU without any engine: it skips (never passes) without
-vLLM's CPU build, declarations scoped to a vLLM build, the API server's command line, the
+vLLM's CPU build, declarations scoped to a vLLM build, the engine server's command line, the
 per-family-config table, the source comparison of the two builds' wheels, and the env script's
 refusal of a constraints file without pins."""
 
@@ -12,7 +12,7 @@ import pytest
 from vlcheck.core import versions
 from vlcheck.runners import engine_tier
 from vlcheck.versions import same_source
-from vlcheck.gpu import api_server, engines
+from vlcheck.gpu import engine_server, engines
 from vlcheck.spec.registry import all_families
 from vlcheck.spec.schema import Declaration
 
@@ -54,15 +54,15 @@ def test_declaration_scoped_to_a_build():
     assert "(cuda build)" in cuda_only.scope
 
 
-def test_api_server_command_line():
+def test_engine_server_command_line():
     args = {"model": "/m", "dtype": "float32", "enforce_eager": True, "disable_log_stats": False,
             "limit_mm_per_prompt": {"image": 2}, "kv_cache_memory_bytes": 1024}
-    cpu = api_server.command("cpu", args, 8000, Path("/t.jinja"))
+    cpu = engine_server.command("cpu", args, 8000, Path("/t.jinja"))
     assert cpu[1:5] == ["-m", "vllm.entrypoints.openai.api_server", "--model", "/m"]
     assert cpu[5:] == ["--host", "127.0.0.1", "--port", "8000", "--served-model-name", "vlcheck", "--dtype", "float32", "--enforce-eager",
                        "--limit-mm-per-prompt", '{"image": 2}', "--kv-cache-memory-bytes", "1024",
                        "--chat-template", "/t.jinja"]
-    gpu = api_server.command("gpu", args, 8000, None)
+    gpu = engine_server.command("gpu", args, 8000, None)
     assert gpu[0].endswith("/vllm") and gpu[1:3] == ["serve", "/m"]
 
 
