@@ -79,3 +79,21 @@ def test_check_refuses_configurations_without_an_engine_platform(capsys):
 
     assert main(["check", "--family", "qwen2_vl", "--config", "chunked"]) == 2
     assert "add --cpu-engine" in capsys.readouterr().err
+
+
+def test_a_declaration_covers_only_the_findings_it_names():
+    import dataclasses
+
+    from vlcheck.spec.schema import Declaration
+
+    family, variant = _variant()
+    declared = Declaration("the reused uuid kills the engine (measured)", vllm=">=0", transformers=">=0",
+                           findings=("reused uuid",))
+    variant = dataclasses.replace(variant, deviations={**variant.deviations, "load": declared})
+    only_declared = cell(family, variant, "cpu_engine.load", "load",
+                         Measured(problems=["with the reused uuid under load: the engine died"], proof={"evictions": 3}))
+    assert only_declared.status is Status.DEVIATION
+    also_other = cell(family, variant, "cpu_engine.load", "load",
+                      Measured(problems=["with the reused uuid under load: the engine died",
+                                         "under load, image 2 (64x48): another answer (1 of 2)"]))
+    assert also_other.status is Status.FAIL and also_other.reason == "[single] load: under load, image 2 (64x48): another answer (1 of 2)"

@@ -51,7 +51,7 @@ __all__ = ["AllowedValues", "Processor", "apply_processor", "chat_template_conte
 def describe() -> dict[str, str]:
     """API -> the shim generation picked for the installed vLLM and transformers (detected now
     where not yet used; a detection that fails is named, never raised: the report must be written)."""
-    from vlcheck.adapter import chat, engine, generations, hf_classes, processor
+    from vlcheck.adapter import chat, engine, generations, hf_classes, processor, scheduler, video
 
     return generations.detect_all({
         "processor": processor.generation,
@@ -60,4 +60,6 @@ def describe() -> dict[str, str]:
         "tokenizer modes": engine.tokenizer_mode_generation,
         "engine cleanup": engine.cleanup_generation,
         "chat content format": chat.content_format_generation,
+        "scheduler steps": scheduler.generation,
+        "video loader": video.generation,
     })

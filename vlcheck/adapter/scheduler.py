@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from vlcheck.adapter.generations import record, unknown
+from vlcheck.adapter.generations import record, single_generation, unknown
 
 
 @dataclass
@@ -40,6 +40,15 @@ class StepLog:
     requests: dict[str, RequestSteps] = field(default_factory=dict)
 
 
+GENERATION = "llm.llm_engine.engine_core.engine_core.scheduler.schedule (vllm 0.24, 0.33)"
+
+
+def generation() -> str:
+    """The generation, detected without an engine: vLLM's scheduler class and its in-process client."""
+    single_generation("scheduler steps", "vllm.v1.engine.core_client", "InprocClient", "vllm 0.24, 0.33")
+    return record("scheduler steps", GENERATION)
+
+
 def _scheduler(llm):
     core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
     inner = getattr(core, "engine_core", None)  # InprocClient (vllm 0.24, 0.33); a spawned core has none
@@ -47,7 +56,7 @@ def _scheduler(llm):
     if scheduler is None or not callable(getattr(scheduler, "schedule", None)):
         raise unknown("scheduler steps", "an in-process engine core: llm.llm_engine.engine_core.engine_core.scheduler "
                                          "(VLLM_ENABLE_V1_MULTIPROCESSING=0)")
-    record("scheduler steps", "llm.llm_engine.engine_core.engine_core.scheduler.schedule (vllm 0.24, 0.33)")
+    record("scheduler steps", GENERATION)
     return scheduler
 
 

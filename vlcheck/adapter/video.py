@@ -6,7 +6,15 @@
 
 from __future__ import annotations
 
-from vlcheck.adapter.generations import record, unknown
+from vlcheck.adapter.generations import record, single_generation, unknown
+
+
+GENERATION = "vllm.multimodal.video.get_video_loader_backend_for_processor (vllm 0.24, 0.33)"
+
+
+def generation() -> str:
+    single_generation("video loader", "vllm.multimodal.video", "get_video_loader_backend_for_processor", "vllm 0.24")
+    return record("video loader", GENERATION)
 
 
 def video_loader(model_dir: str) -> str:
@@ -16,6 +24,6 @@ def video_loader(model_dir: str) -> str:
         from vllm.transformers_utils.processor import get_video_processor_cls_name_from_config
     except ImportError:
         raise unknown("video loader", "vllm.multimodal.video.get_video_loader_backend_for_processor") from None
-    record("video loader", "vllm.multimodal.video.get_video_loader_backend_for_processor (vllm 0.24)")
+    record("video loader", GENERATION)
     return (get_video_loader_backend_for_processor(get_video_processor_cls_name_from_config(model_dir))
             or envs.VLLM_VIDEO_LOADER_BACKEND)

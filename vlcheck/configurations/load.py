@@ -365,7 +365,7 @@ class Session:
         """The process runs and GET /health answers 200 (an engine core that died makes it 503)."""
         import httpx
 
-        if self.server.process.poll() is not None:
+        if not self.server.alive():
             return False
         try:
             return httpx.get(f"{self.server.url}/health", timeout=30, trust_env=False).status_code == 200

@@ -184,8 +184,12 @@ def _read_declaration(parent: _Reader, key: str) -> Declaration:
     known = sorted(set(VLLM_BUILDS.values()))
     if any(b not in known for b in builds) or ("vllm_builds" in r.table and not builds):
         raise SpecError(r.path, r.field("vllm_builds"), f"a list of the vLLM builds it was measured on, of {known}")
+    findings = r.get("findings", list, default=[])
+    if any(not isinstance(f, str) or not f.strip() for f in findings) or ("findings" in r.table and not findings):
+        raise SpecError(r.path, r.field("findings"), "a list of words the findings it covers contain, e.g. [\"reused uuid\"]")
     r.done()
-    return Declaration(reason=reason, **ranges, modalities=tuple(modalities), vllm_builds=tuple(builds))
+    return Declaration(reason=reason, **ranges, modalities=tuple(modalities), vllm_builds=tuple(builds),
+                       findings=tuple(findings))
 
 
 def _read_prompt(r: _Reader) -> Prompt:

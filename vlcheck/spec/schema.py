@@ -201,6 +201,13 @@ class Declaration:
     def covers(self, modality: str) -> bool:
         return not self.modalities or modality in self.modalities
 
+    findings: tuple[str, ...] = ()
+    """The findings it is about, as words their problem lines contain (`findings = ["reused uuid"]`);
+    empty: every finding of the check. A configuration's cell that also finds anything else fails."""
+
+    def covers_finding(self, problem: str) -> bool:
+        return not self.findings or any(words in problem for words in self.findings)
+
     vllm_builds: tuple[str, ...] = ()
     """The vLLM builds it was measured on (`cuda`: the `vllm` wheel; `cpu`: vLLM's CPU build) where its
     cause lies in one build's kernels (`vllm_builds = ["cuda"]`); empty: code every build runs."""
@@ -219,6 +226,7 @@ class Declaration:
     @property
     def scope(self) -> str:
         where = f", {'/'.join(self.modalities)} only" if self.modalities else ""
+        where += f", findings {' / '.join(repr(f) for f in self.findings)} only" if self.findings else ""
         builds = f" ({'/'.join(self.vllm_builds)} build)" if self.vllm_builds else ""
         return f"vllm {self.vllm}{builds}, transformers {self.transformers}{where}"
 
