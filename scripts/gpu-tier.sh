@@ -4,14 +4,14 @@
 # family-config, a summary with wall times and GPUs, and the goldens and GPU snapshots recorded.
 # One process each, so that one family's crash, or an engine that dies and leaves vLLM's client
 # waiting, costs that family only (killed after CONFIG_TIMEOUT). Side by side works for synthetic
-# checkpoints: each engine takes a fixed 1 GiB KV cache (vlcheck/gpu/engines.py SYNTHETIC_ENGINE_ARGS);
+# checkpoints: each engine takes a fixed 1 GiB KV cache (vlcheck/engine/engines.py SYNTHETIC_ENGINE_ARGS);
 # keep JOBS=1 with --vlcheck-weights real.
 # A family-config that needs k GPUs (--vlcheck-tp k; or the real model's tensor_parallel_size
 # with real weights) gets k of them, each with a free slot (CUDA_VISIBLE_DEVICES per process).
 # The longest family-configs start first (vlcheck/runners/gpu_durations.json), so the tail is short.
 # Each engine's own output (vLLM's log, a dying process's last words) goes to logs/engines/; an
 # engine that dies or hangs ends its family-config's tests at once, with those last words
-# (vlcheck/gpu/watchdog.py). The end is a table per family-config (vlcheck/gpu/tier_table.py).
+# (vlcheck/engine/watchdog.py). The end is a table per family-config (vlcheck/runners/tier_table.py).
 #   FAMILIES        space-separated families (default: every family with a synthetic recipe)
 #   GPUS            space-separated device ids to use (default: every visible GPU)
 #   JOBS            family-configs at a time on each GPU (default: CPU cores / GPUs, at least 1;
@@ -61,7 +61,7 @@ configs=$(python3 - "${FAMILIES:-}" "${SHARD:-}" "$@" 2> "$out/logs/build.log" <
 import argparse, statistics, sys, time
 from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
 from vlcheck.runners.shard import Shard, load_durations, select
-from vlcheck.gpu.engines import real_weights_available
+from vlcheck.engine.engines import real_weights_available
 from vlcheck.spec.registry import all_families
 from vlcheck.spec.schema import config_id
 
@@ -135,7 +135,7 @@ while read -r family kind need; do
 done <<< "$configs"
 while [ "${#held[@]}" -gt 0 ]; do reap || failed=1; done
 echo "gpu tier: $(( $(date +%s) - start )) s wall, JOBS=$jobs_per_gpu per GPU, GPUs ${gpus[*]}${SHARD:+, shard $SHARD}" | tee -a "$out/summary.txt"
-python3 -m vlcheck.gpu.tier_table "$out" | tee "$out/table.md"
+python3 -m vlcheck.runners.tier_table "$out" | tee "$out/table.md"
 tar czf "$out/evidence.tgz" snapshots/gpu_goldens snapshots/test_hostile_gpu -C "$out" goldens-seen 2>/dev/null || true
 tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs" "$out/goldens-seen"
 exit "$failed"

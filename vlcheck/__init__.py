@@ -8,8 +8,9 @@ call into vLLM's and transformers' internals), `prompt` (rendering, chat templat
 template and stop conformance, prompt snapshots), `examples` (vLLM's example scripts executed and
 compared with the specs), `checkpoints` (tiny synthetic checkpoints and their seeded weights),
 `cpu` (engine-arg, architecture and processor checks without an engine), `served` (vLLM's
-OpenAI-compatible servers started for real and driven over HTTP), `gpu` (engines,
-generation checks, goldens, the example runner, tensor parallelism), `numerics` (the transformers
+OpenAI-compatible servers started for real and driven over HTTP), `engine` (live vLLM
+engines on GPUs and on the CPU build: the engine cache, generation runs, goldens, the engine server,
+the example runner, tensor parallelism), `numerics` (the transformers
 reference and processor fingerprints), `configurations` (the engine configurations users deploy:
 chunked prefill, prefix caching, a processor cache under load, long prompts, video files), `hostile` (bad and hostile inputs, run in guarded children),
 `gate` (the check catalogue, report, diff and its causes), `versions` (environments per version
@@ -22,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 
 LAYERS: tuple[str, ...] = ("core", "spec", "adapter", "prompt", "examples", "checkpoints", "cpu", "served",
-                           "gpu", "numerics", "configurations", "hostile", "gate", "versions", "runners", "cli")
+                           "engine", "numerics", "configurations", "hostile", "gate", "versions", "runners", "cli")
 """The subpackages, lowest first: each may import its own layer and earlier ones, never a later one."""
 
 

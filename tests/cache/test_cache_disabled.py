@@ -5,7 +5,7 @@ only with --vlcheck-cache-off."""
 
 import pytest
 
-from vlcheck.gpu.gpu_checks import still_serves, unknown_uuid_error
+from vlcheck.engine.runs import still_serves, unknown_uuid_error
 
 pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 

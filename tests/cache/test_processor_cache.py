@@ -4,8 +4,8 @@ counts (never with output equality alone: synthetic weights make outputs input-i
 import pytest
 
 from vlcheck.runners.testing import expect_deviation
-from vlcheck.gpu import goldens
-from vlcheck.gpu.gpu_checks import NUM_PROMPTS, repeat_simulation, still_serves, unknown_uuid_error, uuid_resend
+from vlcheck.engine import goldens
+from vlcheck.engine.runs import NUM_PROMPTS, repeat_simulation, still_serves, unknown_uuid_error, uuid_resend
 
 pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 

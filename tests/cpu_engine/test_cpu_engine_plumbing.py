@@ -12,7 +12,7 @@ import pytest
 from vlcheck.core import versions
 from vlcheck.runners import engine_tier
 from vlcheck.versions import same_source
-from vlcheck.gpu import engine_server, engines
+from vlcheck.engine import engine_server, engines
 from vlcheck.spec.registry import all_families
 from vlcheck.spec.schema import Declaration
 

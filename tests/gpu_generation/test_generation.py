@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from vlcheck.runners.testing import assert_as_scoped, modality_of
-from vlcheck.gpu import goldens
-from vlcheck.gpu.gpu_checks import batch_noise, generation_runs, stop_run
+from vlcheck.engine import goldens
+from vlcheck.engine.runs import batch_noise, generation_runs, stop_run
 from vlcheck.spec.schema import config_id
 
 pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin

@@ -6,9 +6,9 @@ language model, the code that breaks after upgrades and that one GPU never runs.
 
 import pytest
 
-from vlcheck.gpu import goldens
-from vlcheck.gpu.gpu_checks import generation_runs
-from vlcheck.gpu.tensor_parallel import COMPARED_AND_DIFFERED, plan
+from vlcheck.engine import goldens
+from vlcheck.engine.runs import generation_runs
+from vlcheck.engine.tensor_parallel import COMPARED_AND_DIFFERED, plan
 
 pytestmark = pytest.mark.gpu
 

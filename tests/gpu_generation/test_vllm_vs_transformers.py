@@ -6,7 +6,7 @@ bfloat16 where vLLM refuses float32. And the engine's output must see the media.
 import pytest
 
 from vlcheck.runners.testing import assert_as_scoped, modality_of
-from vlcheck.gpu import goldens
+from vlcheck.engine import goldens
 from vlcheck.numerics import reference
 from vlcheck.spec.schema import config_id
 

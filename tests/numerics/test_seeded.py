@@ -6,7 +6,7 @@ from safetensors.torch import load_file
 
 from vlcheck.adapter import numerics
 from vlcheck.checkpoints.seeded import WEIGHTS_FILE
-from vlcheck.gpu.engines import variant_engine_args
+from vlcheck.engine.engines import variant_engine_args
 
 
 def test_transformers_loads_every_tensor(family, variant, seeded_dir):

@@ -205,8 +205,8 @@ def test_env_outcomes(monkeypatch, tmp_path, capsys):
 
 
 def test_run_findings_are_four_and_a_machine_that_cannot_run_it_is_two(monkeypatch, capsys):
-    from vlcheck.gpu import run_example
-    from vlcheck.gpu.engines import EngineUnavailable
+    from vlcheck.engine import run_example
+    from vlcheck.engine.engines import EngineUnavailable
 
     pytest.importorskip("vllm")
 

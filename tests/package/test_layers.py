@@ -23,9 +23,9 @@ PACKAGE = ROOT / "vlcheck"
 
 GUARDED = ("vllm", "transformers")
 PUBLIC_API: dict[str, set[str]] = {
-    # vLLM's offline inference API, as its docs and examples use it: the engine (gpu/engines.py)
-    # and the sampling parameters of every request (cpu/vllm_checks.py, gpu/gpu_checks.py,
-    # gpu/run_example.py).
+    # vLLM's offline inference API, as its docs and examples use it: the engine (engine/engines.py)
+    # and the sampling parameters of every request (cpu/vllm_checks.py, engine/runs.py,
+    # engine/run_example.py).
     "vllm": {"LLM", "SamplingParams"},
     # Top-level exports of transformers: the fast tokenizer class that wraps the tokenizer the
     # synthetic checkpoints train, and the model_type -> config class map (what AutoConfig.for_model
@@ -69,7 +69,7 @@ def violations(where: str, module: str | None, source: str, is_package: bool = F
     problems = []
     own = layer_of(module) if module else None
     for target, names in imported_modules(module or "", source, is_package):
-        # `from vlcheck import gpu` and `from vlcheck.gpu import engines`: name what is imported
+        # `from vlcheck import engine` and `from vlcheck.engine import engines`: name what is imported
         in_package = target.split(".")[0] == "vlcheck" and target.count(".") <= 1
         targets = [f"{target}.{n}" for n in names] if in_package and names else [target]
         for t in targets:
@@ -130,11 +130,11 @@ def test_tests_and_scripts_use_only_public_vllm_and_transformers_apis():
      "layers (core), and 'gate' is higher"),
     ("vlcheck.spec.registry", "def f():\n    from vlcheck import hostile\n",
      "imports vlcheck.hostile: layer 'spec'"),
-    ("vlcheck.prompt.render", "from ..gpu import engines\n", "imports vlcheck.gpu.engines: layer 'prompt'"),
+    ("vlcheck.prompt.render", "from ..engine import engines\n", "imports vlcheck.engine.engines: layer 'prompt'"),
     ("vlcheck.prompt.render", "from vllm.multimodal.processing import BaseProcessingInfo\n",
      "imports vllm.multimodal.processing (BaseProcessingInfo): only vlcheck/adapter/ may import vllm internals"),
-    ("vlcheck.gpu.engines", "import vllm.distributed\n", "imports vllm.distributed: only vlcheck/adapter/"),
-    ("vlcheck.gpu.engines", "import vllm\n", "imports vllm: only vlcheck/adapter/"),
+    ("vlcheck.engine.engines", "import vllm.distributed\n", "imports vllm.distributed: only vlcheck/adapter/"),
+    ("vlcheck.engine.engines", "import vllm\n", "imports vllm: only vlcheck/adapter/"),
     ("vlcheck.checkpoints.synthetic", "from transformers import AutoConfig, LlavaConfig\n",
      "imports transformers (AutoConfig, LlavaConfig): only vlcheck/adapter/"),
 ])
@@ -146,7 +146,7 @@ def test_a_violation_is_reported_with_module_import_and_rule(module, source, exp
 
 @pytest.mark.parametrize("module, source", [
     ("vlcheck.cli.main", "from vlcheck.core.results import Status\nfrom vlcheck import adapter\n"),
-    ("vlcheck.gpu.engines", "from vllm import LLM\nfrom .goldens import compare\n"),
+    ("vlcheck.engine.engines", "from vllm import LLM\nfrom .goldens import compare\n"),
     ("vlcheck.adapter.engine", "from vllm.lora.request import LoRARequest\n"),
     ("vlcheck.checkpoints.synthetic", "import transformers\nfrom transformers import PreTrainedTokenizerFast\n"),
 ])

@@ -211,7 +211,7 @@ def test_init_writes_a_starter_spec_that_loads(tmp_path, capsys, monkeypatch):
 
 
 def test_the_gpu_tier_serves_a_model_folder_with_its_own_weights(tmp_path):
-    from vlcheck.gpu.engines import EngineUnavailable, engine_args
+    from vlcheck.engine.engines import EngineUnavailable, engine_args
 
     folder = model_folder(tmp_path)
     spec = load_spec(spec_file(tmp_path, '[single]\nmodel = "../models/my-ft"\nengine_args = { max_model_len = 8192 }\n'))

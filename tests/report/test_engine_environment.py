@@ -1,5 +1,5 @@
-"""What a test engine's processes inherit (vlcheck/gpu/engines.py): no engine needed."""
-from vlcheck.gpu.engines import engine_environment
+"""What a test engine's processes inherit (vlcheck/engine/engines.py): no engine needed."""
+from vlcheck.engine.engines import engine_environment
 
 
 def test_a_test_engine_samples_without_flashinfers_jit_compiled_sampler(monkeypatch):

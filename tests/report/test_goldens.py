@@ -3,7 +3,7 @@ and vLLM's check_logprobs_close for two implementations."""
 
 import json
 
-from vlcheck.gpu.goldens import (NOISE_TOLERANCE, REPEAT_TOLERANCE, compare_golden, largest_difference, load,
+from vlcheck.engine.goldens import (NOISE_TOLERANCE, REPEAT_TOLERANCE, compare_golden, largest_difference, load,
                                  logprobs_close, same_environment, save, tolerance_for, unusable, within_noise)
 
 
@@ -100,7 +100,7 @@ def test_goldens_keep_where_they_were_recorded_and_old_ones_still_load(tmp_path)
 
 
 def test_a_golden_made_on_another_checkpoint_says_so_and_the_rule_ignores_the_fingerprint(tmp_path):
-    from vlcheck.gpu import goldens as g
+    from vlcheck.engine import goldens as g
 
     (tmp_path / "config.json").write_text('{"vocab_size": 2048}')
     (tmp_path / "model.safetensors").write_bytes(b"\x02\0\0\0\0\0\0\0{}" + b"\1" * 64)
@@ -119,7 +119,7 @@ def test_a_golden_made_on_another_checkpoint_says_so_and_the_rule_ignores_the_fi
 
 
 def test_a_checkpoint_under_a_cache_folder_is_fingerprinted_by_its_files_not_the_hubs_bookkeeping(tmp_path):
-    from vlcheck.gpu import goldens as g
+    from vlcheck.engine import goldens as g
 
     checkpoint = tmp_path / ".cache" / "vlcheck" / "checkpoints" / "aria-0"  # the default cache's place
     checkpoint.mkdir(parents=True)

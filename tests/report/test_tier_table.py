@@ -1,6 +1,6 @@
 """The GPU tier's closing table, from each family-config's JUnit XML and the summary."""
 
-from vlcheck.gpu.tier_table import rows, table
+from vlcheck.runners.tier_table import rows, table
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
 <testcase name="test_a"><properties><property name="engine_start_s" value="23.4"/></properties></testcase>

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from vlcheck.gpu.watchdog import EngineDied, Watchdog, Watched, exit_description
+from vlcheck.engine.watchdog import EngineDied, Watchdog, Watched, exit_description
 
 DIES = ("import os, sys, signal, time; print('engine core: ready', flush=True); "
         "sys.stderr.write('engine core: get_scheduler_metadata(headdim=0)\\n'); sys.stderr.flush(); "
@@ -83,3 +83,16 @@ def test_a_healthy_engine_answers_through_the_watch(watchdog):
 def test_exit_codes_are_named():
     assert exit_description(-signal.SIGFPE) == "killed by SIGFPE (exit code -8)"
     assert exit_description(1) == "exited with code 1" and exit_description(None) == "still running"
+
+
+def test_a_process_started_after_the_engine_is_not_the_engine(watchdog):
+    """A transformers reference run in a fresh child (core.fresh_process) ends normally: the engine
+    lives on (the CPU engine tier once declared it dead: "the engine's process SpawnProcess-2 exited")."""
+    with watchdog.starting():
+        llm = Watched(StandInLLM("import time; time.sleep(60)"), watchdog)
+    later = multiprocessing.get_context("spawn").Process(target=exec, args=("import time; time.sleep(0.6)",))
+    later.start()
+    time.sleep(1.5)  # the watching thread polls every 0.2 s: it saw the child live and end
+    later.join()
+    assert watchdog.dead is None
+    llm.process.kill()

@@ -58,7 +58,7 @@ def test_old_limit_syntax_is_explained():
 
 
 def test_prometheus_counters_are_summed_over_labels():
-    from vlcheck.gpu.engine_server import metric
+    from vlcheck.engine.engine_server import metric
 
     text = ('# HELP vllm:mm_cache_hits_total x\nvllm:mm_cache_hits_total{engine="0",model_name="m"} 3.0\n'
             'vllm:mm_cache_hits_total{engine="1",model_name="m"} 2.0\nvllm:mm_cache_queries_total 9.0\n')
@@ -80,7 +80,7 @@ def test_a_long_metrics_page_comes_back_whole():
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from vlcheck.gpu.engine_server import metric
+    from vlcheck.engine.engine_server import metric
     from vlcheck.served.client import Client
 
     page = ("# filler\n" * 5000 + 'vllm:mm_cache_hits_total{engine="0",model_name="m"} 1.0\n').encode()

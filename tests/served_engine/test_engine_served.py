@@ -1,5 +1,5 @@
 """vLLM's OpenAI-compatible server with an engine, started for real per family-config
-(`vlcheck/gpu/engine_server.py`: `vllm serve` on GPUs, `python -m vllm.entrypoints.openai.api_server`
+(`vlcheck/engine/engine_server.py`: `vllm serve` on GPUs, `python -m vllm.entrypoints.openai.api_server`
 on vLLM's CPU build) with the offline engine's args, driven over HTTP as a user's client does
 (httpx, and the official `openai` client):
 
@@ -34,8 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from vlcheck.core import media
-from vlcheck.gpu import goldens
-from vlcheck.gpu.engine_server import SERVED_NAME, as_golden, metric
+from vlcheck.engine import goldens
+from vlcheck.engine.engine_server import SERVED_NAME, as_golden, metric
 from vlcheck.prompt.render import default_questions
 from vlcheck.served.requests import chat_messages, data_url, items
 
@@ -144,7 +144,7 @@ def test_served_chat_equals_offline_engine(family, variant, engine_server, engin
 
 
 def _offline_params():
-    from vlcheck.gpu.gpu_checks import greedy
+    from vlcheck.engine.runs import greedy
 
     return greedy(max_tokens=NEW_TOKENS, logprobs=5)
 
@@ -303,7 +303,7 @@ def _cache_sized_to_evict(family, variant, engine) -> tuple[dict, list]:
     the cache, and vLLM refuses to start when one is larger than the whole cache (cachetools
     "value too large"; measured on qwen2_vl: a 12 MB image and a 36 MB video against 1 MB)."""
     from vlcheck.adapter.processor import processed_bytes, profile_media
-    from vlcheck.gpu.engines import engine_args
+    from vlcheck.engine.engines import engine_args
 
     args, _, local = engine_args(family, variant, engine.weights, platform=engine.platform)
     images = items(variant, "image", DISTINCT)

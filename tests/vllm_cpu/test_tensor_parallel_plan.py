@@ -1,11 +1,11 @@
 """Tensor-parallel-ready synthetic checkpoints, on CPU: per family-config, whether the TP-ready
-build works and which TP sizes its head counts allow (`python -m vlcheck.gpu.tensor_parallel` prints
+build works and which TP sizes its head counts allow (`python -m vlcheck.engine.tensor_parallel` prints
 the table); the GPU test skips a size with the same reason."""
 
 import pytest
 
 from vlcheck.checkpoints.synthetic import SHRINK, NotBuildable, checkpoint_dir, tp_ready_sizes, tp_ready_value
-from vlcheck.gpu.tensor_parallel import TP_READY_HEADS, blockers, plan, results_table, sharded_counts
+from vlcheck.engine.tensor_parallel import TP_READY_HEADS, blockers, plan, results_table, sharded_counts
 
 
 def test_tp_ready_sizes_keep_head_dim_and_scale_widths():

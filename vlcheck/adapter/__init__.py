@@ -62,4 +62,5 @@ def describe() -> dict[str, str]:
         "chat content format": chat.content_format_generation,
         "scheduler steps": scheduler.generation,
         "video loader": video.generation,
+        "cpu kv block size": engine.cpu_kv_block_generation,
     })

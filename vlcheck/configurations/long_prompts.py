@@ -30,7 +30,8 @@ from pathlib import Path
 from vlcheck.checkpoints import synthetic
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import Configuration
-from vlcheck.gpu import goldens
+from vlcheck.core.fresh_process import call_apart_from_vllm
+from vlcheck.engine import goldens
 from vlcheck.numerics import reference
 from vlcheck.prompt.render import default_questions
 from vlcheck.prompt.requests import example_prompt
@@ -83,11 +84,19 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
         example = example_request(spec, variant)
     except TemplateUnavailable as err:  # e.g. llama4: its chat template needs tokenizer files the HF cache lacks
         return Measured(problems=[err.reason]) if err.is_failure else Measured(not_exercised=err.reason)
-    ref = reference.Reference(handle.model_dir, spec, variant)
-    request = long_request(spec, variant, example, ref.processor.tokenizer, served.window)
-    transformers_side = {"shape": request.shape, **transformers_steps(ref, request)}
+    # transformers apart from the engine: vLLM patches transformers' classes in its process (core.fresh_process)
+    request, transformers_side = call_apart_from_vllm(transformers_long_steps, handle.model_dir, spec, variant,
+                                                      example, served.window)
     vllm_side = reference.vllm_first_step(handle.llm, request)
     return compared(transformers_side, vllm_side, served, handle.dtype)
+
+
+def transformers_long_steps(model_dir: str, spec: FamilySpec, variant: Variant, example: reference.Request,
+                            window: int) -> tuple[reference.Request, dict]:
+    """The long request, and transformers' greedy steps for it on the engine's checkpoint."""
+    ref = reference.Reference(model_dir, spec, variant)
+    request = long_request(spec, variant, example, ref.processor.tokenizer, window)
+    return request, {"shape": request.shape, **transformers_steps(ref, request)}
 
 
 def served_pattern(model_dir: str | Path) -> ServedPattern | str:

@@ -14,8 +14,8 @@ from vlcheck import adapter
 from vlcheck.adapter import scheduler
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import PREFIX_BLOCK, Configuration
-from vlcheck.gpu import goldens
-from vlcheck.gpu import gpu_checks as g
+from vlcheck.engine import goldens
+from vlcheck.engine import runs as g
 from vlcheck.numerics import reference
 from vlcheck.prompt.render import NUM_PROMPTS, request_prompts
 from vlcheck.prompt.requests import example_prompt, example_prompts, media_data
@@ -154,7 +154,9 @@ def prefix_probes(spec: FamilySpec, variant: Variant, handle, runs: list[g.Shape
         if probes[0].where in ("nothing cached", "before media"):
             why = "the new question changes the prompt before its media (the question comes first in this template)"
         else:
-            why = f"no {PREFIX_BLOCK}-token block boundary falls inside the placeholder ranges {media} before the questions part"
+            config = getattr(getattr(handle.llm, "llm_engine", None), "vllm_config", None)
+            block = config.cache_config.block_size if config else PREFIX_BLOCK
+            why = f"no {block}-token block boundary falls inside the placeholder ranges {media} before the questions part"
         measured.not_exercised = f"no cached prefix ended inside an image ({shown}): {why}"
 
 

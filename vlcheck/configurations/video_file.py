@@ -86,7 +86,7 @@ def _offline_or_rejection(handle, inputs: Inputs, measured: Measured) -> Offline
 
 
 def _inputs(spec: FamilySpec, variant: Variant, handle, config: Configuration) -> Inputs:
-    from vlcheck.gpu.engines import engine_args
+    from vlcheck.engine.engines import engine_args
     from vlcheck.prompt.render import default_questions
     from vlcheck.prompt.requests import example_prompt, media_data
     from vlcheck.prompt.templates import resolve
@@ -115,8 +115,8 @@ class Offline:
 
 def _offline(handle, inputs: Inputs) -> Offline:
     from vlcheck import adapter
-    from vlcheck.gpu import goldens
-    from vlcheck.gpu.gpu_checks import greedy
+    from vlcheck.engine import goldens
+    from vlcheck.engine.runs import greedy
     from vlcheck.numerics.reference import top_change
 
     data = {"video": inputs.clip.item()}
@@ -147,7 +147,7 @@ def _served(handle, variant: Variant, inputs: Inputs, measured: Measured) -> dic
     """The chat answer in goldens' form (plus the served prompt token ids), or None where the
     server did not start or rejected the file (a problem each)."""
     from vlcheck.core.results import frames_in_text
-    from vlcheck.gpu import engine_server as api_server
+    from vlcheck.engine import engine_server as api_server
     from vlcheck.served.client import Client
     from vlcheck.served.requests import chat_messages
 
@@ -178,7 +178,7 @@ def _token_id(token: str) -> int:
 
 
 def _as_golden(body: dict) -> dict:
-    from vlcheck.gpu.goldens import LOGPROB_DECIMALS
+    from vlcheck.engine.goldens import LOGPROB_DECIMALS
 
     content = body["choices"][0]["logprobs"]["content"]
     return {"prompt_tokens": body["usage"]["prompt_tokens"], "prompt_token_ids": body.get("prompt_token_ids"),
@@ -188,7 +188,7 @@ def _as_golden(body: dict) -> dict:
 
 
 def _compare(served: dict, offline: Offline, measured: Measured) -> None:
-    from vlcheck.gpu import goldens
+    from vlcheck.engine import goldens
 
     served_ids = served.pop("prompt_token_ids")
     answer = {k: v for k, v in offline.answer.items() if k != "text"}  # the served side keeps no text

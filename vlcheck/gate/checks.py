@@ -183,40 +183,80 @@ def unloadable(name: str, error: Exception, checks: Iterable[str]) -> list[Check
 
 
 def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines=None,
-               progress: Callable[[str, str], None] | None = None, jobs: int = 1) -> list[CheckResult]:
+               progress: Callable[[str, str], None] | None = None, jobs: int = 1, store=None,
+               ahead: Callable[[list[FamilySpec], str], None] | None = None,
+               seconds: dict[tuple[str, str], float] | None = None) -> list[CheckResult]:
     """Every check on every family (one cell each), in family order. `jobs` > 1 runs families in
-    that many worker processes (CPU checks only: GPU checks share one engine per process)."""
+    that many worker processes (CPU checks only: GPU checks share one engine per process). `store`
+    (`gate.store.ResultStore`): a cell whose inputs hash as a stored one is reused, not measured,
+    and every measured cell is stored. `ahead(families, check)`: called with the families that will
+    measure `check` before any is measured (the served check starts their render servers side by side)."""
     families = list(families)
-    if jobs > 1 and engines is None and len(families) > 1:
-        return _in_workers(families, checks, progress, jobs)
-    results = []
-    for spec in families:
-        for name, check in checks.items():
-            if progress:
-                progress(spec.name, name)
-            results.append(run_cell(check, spec, engines))
-    return results
+    keys: dict[tuple[str, str], str] = {}
+    done: dict[tuple[str, str], CheckResult] = {}
+    if store is not None:
+        engine = engines.identity() if engines is not None else None
+        for spec in families:
+            for name, check in checks.items():
+                keys[spec.name, name] = key = store.key(check, spec, engine if check.engine else None)
+                found = store.get(key)
+                if found is not None:
+                    done[spec.name, name] = found
+                    if progress:
+                        progress(spec.name, name)
+    todo = {spec.name: {n: c for n, c in checks.items() if (spec.name, n) not in done} for spec in families}
+    pending = [spec for spec in families if todo[spec.name]]
+    if ahead is not None:
+        for name in checks:
+            needing = [spec for spec in pending if name in todo[spec.name]]
+            if needing:
+                ahead(needing, name)
+    if jobs > 1 and engines is None and len(pending) > 1:
+        measured = _in_workers(pending, todo, progress, jobs)
+    else:
+        measured = []
+        for spec in pending:
+            for name, check in todo[spec.name].items():
+                if progress:
+                    progress(spec.name, name)
+                measured.append(_timed(check, spec, engines))
+    for result, took in measured:
+        if seconds is not None:
+            seconds[result.family, result.check] = took
+        done[result.family, result.check] = result
+        if store is not None:
+            store.put(keys[result.family, result.check], result)
+    return [done[spec.name, name] for spec in families for name in checks]
 
 
-def _family_cells(spec: FamilySpec, checks: dict[str, Check]) -> list[CheckResult]:
-    return [run_cell(check, spec) for check in checks.values()]
+def _timed(check: Check, spec: FamilySpec, engines=None) -> tuple[CheckResult, float]:
+    import time
+
+    began = time.monotonic()
+    return run_cell(check, spec, engines), time.monotonic() - began
 
 
-def _in_workers(families: list[FamilySpec], checks: dict[str, Check], progress, jobs: int) -> list[CheckResult]:
+def _family_cells(spec: FamilySpec, checks: dict[str, Check]) -> list[tuple[CheckResult, float]]:
+    return [_timed(check, spec) for check in checks.values()]
+
+
+def _in_workers(families: list[FamilySpec], checks: dict[str, dict[str, Check]], progress,
+                jobs: int) -> list[tuple[CheckResult, float]]:
+    """`checks`: family -> the checks to run on it."""
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     # each worker runs one family at a time: torch's own thread pool in each would only contend
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    by_family: dict[str, list[CheckResult]] = {}
+    by_family: dict[str, list[tuple[CheckResult, float]]] = {}
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_family_cells, spec, checks): spec for spec in families}
+        futures = {pool.submit(_family_cells, spec, checks[spec.name]): spec for spec in families}
         for future in as_completed(futures):
             spec = futures[future]
             by_family[spec.name] = future.result()
             if progress:
-                for name in checks:
+                for name in checks[spec.name]:
                     progress(spec.name, name)
     return [r for spec in families for r in by_family[spec.name]]
 
@@ -224,7 +264,7 @@ def _in_workers(families: list[FamilySpec], checks: dict[str, Check], progress, 
 # --- the GPU checks (a live engine per family-config) ----------------------------------------
 
 def _generation(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
-    from vlcheck.gpu import gpu_checks as g
+    from vlcheck.engine import runs as g
 
     runs = g.generation_runs(spec, variant, handle)
     bad = [f"{r.shape}: engine {r.prompt_tokens} prompt tokens, CPU processor {r.expected_prompt_tokens}"
@@ -241,7 +281,7 @@ def _generation(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
 
 
 def _cache(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
-    from vlcheck.gpu import gpu_checks as g
+    from vlcheck.engine import runs as g
 
     run = g.uuid_resend(spec, variant, handle, "list", "report")
     none = g.uuid_resend(spec, variant, handle, "none", "report-none")
@@ -327,13 +367,22 @@ class Engines:
     first check that needs it, shared by the next, freed by `close`."""
 
     def __init__(self, weights: str, platform: str = "gpu"):
-        from vlcheck.gpu.engines import EngineCache
+        from vlcheck.engine.engines import EngineCache
 
         self.weights, self.platform, self.cache = weights, platform, EngineCache()
 
+    def identity(self) -> dict[str, Any]:
+        """What of the engine a stored cell depends on: platform, weights, and the GPU's name."""
+        gpu = None
+        if self.platform == "gpu":
+            import torch
+
+            gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+        return {"platform": self.platform, "weights": self.weights, "gpu": gpu}
+
     def run(self, check: Check, spec: FamilySpec, variant: Variant) -> CheckResult:
-        from vlcheck.gpu.engines import EngineUnavailable
-        from vlcheck.gpu.watchdog import EngineDied
+        from vlcheck.engine.engines import EngineUnavailable
+        from vlcheck.engine.watchdog import EngineDied
         from vlcheck.prompt.templates import TemplateUnavailable
 
         try:

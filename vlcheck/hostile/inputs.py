@@ -300,8 +300,8 @@ UUID_REUSE = "uuid reused for a different image"
 def run_gpu(spec, variant: Variant, handle) -> list[Outcome]:
     """Every case through a live engine; after each request that was not handled, the same
     engine must still answer a normal one. Plus the uuid-reuse case (cache keyed by uuid alone)."""
-    from vlcheck.gpu.engines import cache_counters
-    from vlcheck.gpu.gpu_checks import greedy, still_serves
+    from vlcheck.engine.engines import cache_counters
+    from vlcheck.engine.runs import greedy, still_serves
     from vlcheck.prompt.render import default_questions
 
     llm = handle.llm

@@ -107,7 +107,7 @@ def placement_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     when, as served, the features land where the user typed the placeholder."""
     from vlcheck.checkpoints.folders import model_files
     from vlcheck.checkpoints.synthetic import NotBuildable
-    from vlcheck.gpu.engines import variant_engine_args
+    from vlcheck.engine.engines import variant_engine_args
     from vlcheck.prompt.conformance import template_unavailable
     from vlcheck.prompt.templates import TemplateUnavailable
 

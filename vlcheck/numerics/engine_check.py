@@ -12,8 +12,8 @@ start time) are recorded for people (`INFORMATIONAL`): float noise there is not 
 from __future__ import annotations
 
 from vlcheck.core.results import CheckResult, Status, from_exception
-from vlcheck.gpu import goldens
-from vlcheck.gpu import gpu_checks as g
+from vlcheck.engine import goldens
+from vlcheck.engine import runs as g
 from vlcheck.numerics import reference
 from vlcheck.spec.schema import FamilySpec, Variant, config_id
 

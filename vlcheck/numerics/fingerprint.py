@@ -78,7 +78,7 @@ def fingerprints_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     from vlcheck import adapter
     from vlcheck.checkpoints.folders import model_files
     from vlcheck.checkpoints.synthetic import NotBuildable
-    from vlcheck.gpu.engines import variant_engine_args
+    from vlcheck.engine.engines import variant_engine_args
     from vlcheck.prompt.conformance import template_unavailable
     from vlcheck.prompt.templates import TemplateUnavailable
 

@@ -210,8 +210,8 @@ other side's top-5), as in vLLM's model tests."""
 
 def vllm_first_step(llm, request: Request, items: list | None = None, new_tokens: int = NEW_TOKENS) -> dict:
     """One greedy vLLM request: `goldens.from_outputs`' form (prompt tokens, token ids, top-5)."""
-    from vlcheck.gpu import goldens
-    from vlcheck.gpu.gpu_checks import greedy
+    from vlcheck.engine import goldens
+    from vlcheck.engine.runs import greedy
 
     inputs = {"prompt": request.prompt, "multi_modal_data": request.mm_data(items)}
     return goldens.from_outputs(llm.generate([inputs], greedy(max_tokens=new_tokens, logprobs=TOP_K),
@@ -252,7 +252,7 @@ def first_step_problems(stored: list[dict], actual: list[dict], tolerance: float
 def disagreement(stored: dict, actual: dict, dtype: str) -> list[str]:
     """How one vLLM run differs from transformers' stored one: vLLM's own rule (a differing token
     must be in the other's top-5), and in float32 also the first-step tolerance."""
-    from vlcheck.gpu import goldens
+    from vlcheck.engine import goldens
 
     found = goldens.logprobs_close([stored], [actual])
     if dtype == "float32":

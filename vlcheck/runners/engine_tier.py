@@ -105,9 +105,18 @@ def configuration_cells(documents: list[bytes]) -> dict[str, dict[str, str]]:
                 pass
             shown = ", ".join(f"{k} {v}" for k, v in proof.items()) if isinstance(proof, dict) else ""
             word = {"passed": "pass", "failed": "FAIL", "xfailed": "declared", "skipped": "skip"}[result]
-            why = message.split(": ", 3)[-1][:110] if result != "passed" else ""
+            why = _why(message, configuration, found.group(1))[:110] if result != "passed" else ""
             table.setdefault(found.group(1), {})[configuration] = " ".join(x for x in (word, f"({shown})" if shown else "", why) if x)
     return dict(sorted(table.items()))
+
+
+def _why(message: str, configuration: str, family_config: str) -> str:
+    """A cell's message without what the table's row and column already say."""
+    message = re.sub(r"^(?:Failed: )?(?:\S+ \[\S+\] \S+: (?:fail|error|declared): )?", "", message)
+    for prefix in (f"{configuration} did not exercise its path: ", f"{configuration}: ",
+                   f"{family_config.rsplit('-', 1)[0]}: "):
+        message = message.removeprefix(prefix)
+    return message
 
 
 def configuration_markdown(table: dict[str, dict[str, str]]) -> str:

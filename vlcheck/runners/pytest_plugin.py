@@ -20,7 +20,7 @@ import pytest
 
 from vlcheck.configurations.registry import CONFIGURATIONS, DEFAULT, UnknownConfiguration, select
 from vlcheck.runners.testing import expect_deviation, is_suite_crash
-from vlcheck.gpu.engines import WEIGHTS, WEIGHTS_HELP
+from vlcheck.engine.engines import WEIGHTS, WEIGHTS_HELP
 from vlcheck.spec.registry import SPEC_PATH_ENV, SpecError, add_spec_dirs, all_families, default_selection, spec_errors
 from vlcheck.spec.schema import config_id
 
@@ -269,7 +269,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def engines():
     """The GPU tier's engine cache: one live vLLM engine at a time."""
-    from vlcheck.gpu.engines import EngineCache
+    from vlcheck.engine.engines import EngineCache
 
     cache = EngineCache()
     yield cache
@@ -293,7 +293,7 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=None, p
     deviation (an engine known not to start or serve) turns the failure into a strict xfail.
     `dtypes`: tried in order until one starts (None: float32 first for seeded weights, else the
     spec's own), recorded as `dtype`. The test that starts an engine records its start time."""
-    from vlcheck.gpu.engines import SEEDED_DTYPES, EngineUnavailable, engine_args, platform_unavailable
+    from vlcheck.engine.engines import SEEDED_DTYPES, EngineUnavailable, engine_args, platform_unavailable
     from vlcheck.prompt.requests import example_prompts
     from vlcheck.prompt.templates import TemplateUnavailable
 
@@ -340,7 +340,7 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=None, p
 def engine_death_as_outcome(variant):
     """An engine that dies under a fixture: the declared `generation` deviation's xfail, or a
     failure with its last words (marks applied in a fixture do not reach its own errors)."""
-    from vlcheck.gpu.watchdog import EngineDied
+    from vlcheck.engine.watchdog import EngineDied
 
     try:
         yield
@@ -354,7 +354,7 @@ def engine_death_as_outcome(variant):
 def engine(family, variant, engines, weights_mode, engine_platform, request):
     """The family-config's shared engine. Its greedy generation runs first, on the fresh engine,
     so that the goldens do not depend on which tests ran before (prefix and encoder caches)."""
-    from vlcheck.gpu.gpu_checks import generation_runs
+    from vlcheck.engine.runs import generation_runs
 
     handle = start_engine(family, variant, engines, weights_mode, request, platform=engine_platform)
     with engine_death_as_outcome(variant):
@@ -372,7 +372,7 @@ def configured_engine(family, variant, configuration, engines, weights_mode, eng
     config = configuration
     if config is None:
         pytest.skip(NO_CONFIGURATION)
-    from vlcheck.gpu.engines import platform_unavailable
+    from vlcheck.engine.engines import platform_unavailable
 
     why_not = platform_unavailable(engine_platform)
     if why_not:
@@ -407,8 +407,8 @@ def engine_report_cells(request):
 @pytest.fixture
 def tp_ready_engine(family, variant, engines, request):
     """`tp_ready_engine(size)`: the family-config's tensor-parallel-ready synthetic checkpoint with
-    seeded weights, served at tensor_parallel_size `size` (vlcheck/gpu/tensor_parallel.py)."""
-    from vlcheck.gpu.tensor_parallel import TP_READY_HEADS
+    seeded weights, served at tensor_parallel_size `size` (vlcheck/engine/tensor_parallel.py)."""
+    from vlcheck.engine.tensor_parallel import TP_READY_HEADS
 
     def at(size: int):
         return start_engine(family, variant, engines, "seeded", request, heads=TP_READY_HEADS, tensor_parallel_size=size)
@@ -449,7 +449,7 @@ class EngineServers:
         """(server, chat template) for `key`, from `start()` where it is not the live one.
         `refused(err)`: a skip's reason for a server that did not start, or None (a failure, or the
         declared `generation` deviation's xfail)."""
-        from vlcheck.gpu.engine_server import ServerFailed
+        from vlcheck.engine.engine_server import ServerFailed
 
         if key in self.failed:
             outcome, message = self.failed[key]
@@ -509,11 +509,11 @@ def engine_servers():
 @pytest.fixture
 def serve_engine(family, variant, engine_platform, engine, engine_servers, request):
     """`serve_engine(refused=None, **engine_args)`: (server, chat template) for this family-config:
-    vLLM's OpenAI-compatible server (`vlcheck.gpu.engine_server`) with the offline engine's args
+    vLLM's OpenAI-compatible server (`vlcheck.engine.engine_server`) with the offline engine's args
     (`engine`, started first, is its reference) and `engine_args` on top, or a skip saying why.
     The chat template is the model's, or None where vLLM's fallback for the checkpoint serves it."""
-    from vlcheck.gpu import engine_server
-    from vlcheck.gpu.engines import engine_args
+    from vlcheck.engine import engine_server
+    from vlcheck.engine.engines import engine_args
     from vlcheck.prompt.templates import TemplateUnavailable, resolve
 
     wanted = request.config.getoption("--vlcheck-serve")

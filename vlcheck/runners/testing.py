@@ -97,7 +97,7 @@ def is_suite_crash(excinfo: pytest.ExceptionInfo) -> bool:
     """A test failed because vlcheck's own code broke: a `SuiteError`, or an exception raised in
     vlcheck's code rather than vLLM's or transformers' (`core.results.raised_by`, the rule the
     report's `error` cells follow too). Assertions and pytest outcomes are never crashes."""
-    from vlcheck.gpu.watchdog import EngineDied
+    from vlcheck.engine.watchdog import EngineDied
 
     if excinfo.errisinstance(SuiteError):
         return True

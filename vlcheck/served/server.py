@@ -2,7 +2,7 @@
 
 Engine-agnostic: the same `Server` handle wraps `vllm launch render` (the CPU render server, no
 engine), `vllm serve` on a GPU, and vLLM's CPU build (`python -m vllm.entrypoints.openai.api_server`), both
-started by `vlcheck.gpu.engine_server`.
+started by `vlcheck.engine.engine_server`.
 A server is ready when `GET /health` answers 200; one that exits or stays unready past its time
 limit raises `ServerFailed` with the tail of its log, so a test says why.
 """

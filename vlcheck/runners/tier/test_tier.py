@@ -8,7 +8,7 @@ import pytest
 
 from vlcheck.gate.checks import CATALOGUE
 from vlcheck.runners.testing import assert_as_declared, expect_deviation, run_check
-from vlcheck.gpu.gpu_checks import NUM_PROMPTS, generation_runs, stop_run, unknown_uuid_error, uuid_resend
+from vlcheck.engine.runs import NUM_PROMPTS, generation_runs, stop_run, unknown_uuid_error, uuid_resend
 
 PER_CONFIG = [c for c in CATALOGUE.values() if c.run is not None]
 """The catalogue's checks that run per family-config (`spec` compares a whole family with its example)."""

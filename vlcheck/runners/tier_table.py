@@ -1,7 +1,7 @@
 """The GPU tier's result per family-config, as one table: test outcomes from each process's JUnit
 XML, engine start seconds from its properties, wall seconds and exit code from `summary.txt`.
 
-`python -m vlcheck.gpu.tier_table gpu-out` (scripts/gpu-tier.sh prints it at its end).
+`python -m vlcheck.runners.tier_table gpu-out` (scripts/gpu-tier.sh prints it at its end).
 """
 
 from __future__ import annotations

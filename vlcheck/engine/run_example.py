@@ -13,7 +13,7 @@ import argparse
 import time
 
 from vlcheck.core import media
-from vlcheck.gpu.engines import WEIGHTS, WEIGHTS_HELP, EngineCache, EngineUnavailable, cache_counters
+from vlcheck.engine.engines import WEIGHTS, WEIGHTS_HELP, EngineCache, EngineUnavailable, cache_counters
 from vlcheck.prompt.render import pick_variant
 from vlcheck.prompt.requests import build, example_prompts
 from vlcheck.spec.registry import get_family

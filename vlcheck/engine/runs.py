@@ -1,4 +1,4 @@
-"""The GPU tier's checks on a live engine: generation, stops, goldens, processor-cache behaviour.
+"""Runs on a live engine (GPU or the CPU build): generation, stops, goldens, processor-cache behaviour.
 
 Each function measures and returns facts; the tests (and `vlcheck check --gpu`) decide. Token
 counts and cache counters are the evidence, never output equality alone: with synthetic or dummy
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vlcheck import adapter
-from vlcheck.gpu import goldens
-from vlcheck.gpu.engines import EngineHandle, cache_counters
+from vlcheck.engine import goldens
+from vlcheck.engine.engines import EngineHandle, cache_counters
 from vlcheck.prompt.render import NUM_PROMPTS, request_prompts
 from vlcheck.prompt.requests import build, example_prompts, media_data
 from vlcheck.spec.schema import FamilySpec, Variant

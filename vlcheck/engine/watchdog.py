@@ -101,6 +101,8 @@ class Watchdog:
         self._main = threading.main_thread().ident
         self._previous_handler = None
         self._seen: list = []  # every process the start created, alive or not
+        self._collecting = False
+        self._started: list = []
         self._detected_at = self._armed_at = 0.0
         self.died_after_s: float | None = None
         """Seconds from noticing the death to raising it in the main thread."""
@@ -112,6 +114,7 @@ class Watchdog:
         that outlives `timeout`, or whose processes die, raises EngineDied with the log's tail."""
         os.environ.setdefault("PYTHONFAULTHANDLER", "1")  # a fatal signal prints the Python stack
         before = set(multiprocessing.active_children())
+        self._collecting = True
         self._install()
         self._arm(f"start (limit {timeout:.0f} s)", timeout)
         try:
@@ -122,6 +125,11 @@ class Watchdog:
             self._disarm()
             self.stop(kill=True)
             raise
+        finally:
+            # the engine's processes are those its start created: a process started later (a
+            # transformers reference in a fresh child, core.fresh_process) is not the engine
+            self._started = [p for p in multiprocessing.active_children() if p not in before]
+            self._collecting = False
         self._disarm()
 
     @contextmanager
@@ -175,7 +183,7 @@ class Watchdog:
     def _loop(self, children) -> None:
         while not self._stop.is_set():
             try:
-                current = children()
+                current = children() if self._collecting else self._started
             except Exception:  # noqa: BLE001 - the process table changing under us: look again
                 current = []
             for p in current:

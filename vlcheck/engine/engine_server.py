@@ -73,7 +73,7 @@ def environment(platform: str, engine_args: dict[str, Any]) -> dict[str, str]:
         from vlcheck.adapter.engine import CPU_ENGINE_ENVIRONMENT
 
         return {**CPU_ENGINE_ENVIRONMENT, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
-    from vlcheck.gpu.engines import engine_environment
+    from vlcheck.engine.engines import engine_environment
 
     return engine_environment(engine_args.get("dtype"))
 

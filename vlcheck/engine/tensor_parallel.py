@@ -7,7 +7,7 @@ has 2 attention heads; `synthetic.checkpoint_dir(..., heads=TP_READY_HEADS)` bui
 `plan` reads its saved config and says, per TP size, which counts stand in the way, so that a
 family that cannot be split is known on CPU and skips on the GPU with that reason.
 
-`python -m vlcheck.gpu.tensor_parallel` prints the sizes for every family-config, and with
+`python -m vlcheck.engine.tensor_parallel` prints the sizes for every family-config, and with
 `--results gpu-out/logs.tgz` the TP=N vs TP=1 table of a GPU tier run.
 """
 
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     from pathlib import Path
 
-    parser = argparse.ArgumentParser(prog="python -m vlcheck.gpu.tensor_parallel", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m vlcheck.engine.tensor_parallel", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", metavar="LOGS", help="print the TP table of a GPU tier run (logs.tgz or its folder)")
     args = parser.parse_args(argv)
     if args.results:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
-from vlcheck.gpu.watchdog import EngineDied, Watchdog, Watched, last_words
+from vlcheck.engine.watchdog import EngineDied, Watchdog, Watched, last_words
 from vlcheck.spec.models import local_dir
 from vlcheck.spec.schema import FamilySpec, Variant
 
@@ -108,7 +108,7 @@ class EngineHandle:
     """vLLM's multimodal processor for the same checkpoint and args, run on CPU: the reference
     the engine's prompt token counts are compared with."""
     generation_runs: list | None = None
-    """`gpu_checks.generation_runs` of this engine, once measured."""
+    """`runs.generation_runs` of this engine, once measured."""
     dtype: str = "auto"
     watchdog: Any = None
     reported: bool = False
@@ -245,6 +245,10 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
         args = {k: v for k, v in args.items() if k not in CPU_DROPPED and k not in SYNTHETIC_ENGINE_ARGS}
         args.update(CPU_ENGINE_ARGS)
     args.update(overrides)
+    if platform == "cpu" and "block_size" in overrides:
+        from vlcheck.adapter.engine import cpu_kv_block_size
+
+        args["block_size"] = cpu_kv_block_size(int(overrides["block_size"]))
     return args, used, local
 
 

@@ -1,0 +1,82 @@
+"""The result store: a report cell's result kept under the hash of everything it depends on
+(`gate.cell_inputs`), so that `vlcheck check` never measures the same thing twice.
+
+A stored cell is reused only when every input hashes the same: vlcheck's code that the check
+reaches, the family's spec (and its base's), the installed vLLM / transformers / torch, the Hub
+files and seed scripts the family reads, the engine platform, weights and configuration. An
+`error` cell (vlcheck's own crash) is never stored. One JSON file per cell; writes are atomic, so
+parallel workers and CI jobs may share a store (`VLCHECK_STORE`, default ~/.cache/vlcheck/results).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from vlcheck.core.results import CheckResult, Status
+from vlcheck.gate import cell_inputs
+from vlcheck.spec.schema import FamilySpec
+
+STORE_ENV = "VLCHECK_STORE"
+FORMAT = 1
+
+
+def configured(path: str | None = None, fresh: bool = False) -> "ResultStore | None":
+    """`--store` (else $VLCHECK_STORE, else ~/.cache/vlcheck/results); `none`: no store."""
+    where = path or os.environ.get(STORE_ENV) or str(Path.home() / ".cache" / "vlcheck" / "results")
+    return None if where == "none" else ResultStore(where, fresh)
+
+
+class ResultStore:
+    def __init__(self, path: Path | str, fresh: bool = False):
+        self.path = Path(path)
+        self.fresh = fresh
+        """Measure every cell again (and store what was measured)."""
+        self.reused = 0
+        self.stored = 0
+
+    def key(self, check, spec: FamilySpec, engine: dict[str, Any] | None = None) -> str:
+        fn = check.per_family or check.run
+        fn = getattr(fn, "func", fn)  # functools.partial
+        code = [cell_inputs.code_digest("vlcheck.gate.checks", "run_cell")]
+        if fn.__module__ in cell_inputs.modules():
+            code.append(cell_inputs.code_digest(fn.__module__, fn.__name__))
+        else:  # a function outside vlcheck (a test's, a plugin's): its own source
+            code.append(cell_inputs.source_digest(fn))
+        return cell_inputs.as_key({
+            "format": FORMAT, "check": check.name, "declared_as": check.declared_as,
+            "code": code,
+            "spec": cell_inputs.spec_part(spec), "reads": cell_inputs.read_inputs(spec),
+            "installed": cell_inputs.installed(), "engine": engine,
+            "overrides": check.engine_overrides,
+        })
+
+    def _file(self, key: str) -> Path:
+        return self.path / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> CheckResult | None:
+        if self.fresh:
+            return None
+        try:
+            stored = json.loads(self._file(key).read_text())
+        except (OSError, ValueError):
+            return None
+        stored["status"] = Status(stored["status"])
+        self.reused += 1
+        return CheckResult(**stored)
+
+    def put(self, key: str, result: CheckResult) -> None:
+        if result.status is Status.ERROR:
+            return
+        document = dataclasses.asdict(result)
+        document["status"] = result.status.value
+        target = self._file(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False, suffix=".tmp") as out:
+            json.dump(document, out, default=str)
+        os.replace(out.name, target)
+        self.stored += 1
