@@ -12,11 +12,23 @@ import sys
 from typing import Any, Callable
 
 VLLM_PATCHES_TRANSFORMERS = "vllm.compilation.decorators"
-"""The module whose import means vLLM may have patched transformers' classes in this process."""
+"""The module of vLLM's torch.compile decorator, whose wrapper classes it adds to the bases of a
+class it decorates (on a Transformers-backend model: transformers' own class)."""
 
 
-def vllm_loaded() -> bool:
-    return VLLM_PATCHES_TRANSFORMERS in sys.modules
+def _subclasses(cls: type):
+    for sub in type.__subclasses__(cls):
+        yield sub
+        yield from _subclasses(sub)
+
+
+def vllm_patched_transformers() -> bool:
+    """Whether vLLM has made one of transformers' classes a subclass of its own in this process."""
+    decorators = sys.modules.get(VLLM_PATCHES_TRANSFORMERS)
+    if decorators is None:
+        return False
+    wrappers = {v for v in vars(decorators).values() if isinstance(v, type) and v.__module__.startswith("vllm.")}
+    return any(sub.__module__.startswith("transformers.") for w in wrappers for sub in _subclasses(w))
 
 
 def call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -29,5 +41,6 @@ def call(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def call_apart_from_vllm(fn: Callable[..., Any], *args: Any) -> Any:
-    """`fn(*args)` here, or in a fresh process where vLLM is loaded in this one."""
-    return call(fn, *args) if vllm_loaded() else fn(*args)
+    """`fn(*args)` here, or in a fresh process where vLLM has patched transformers in this one (a
+    child costs seconds: it imports torch and transformers again)."""
+    return call(fn, *args) if vllm_patched_transformers() else fn(*args)
