@@ -264,7 +264,8 @@ def test_a_server_that_did_not_start_carries_its_logs_frames(tmp_path):
                    'line 88, in __post_init__\nValueError: no such architecture\n')
     failed = ServerFailed("the server exited before it was ready; its log ...", log)
     assert failed.frames == [{"package": "vllm", "file": "vllm/config/model.py", "line": 88, "function": "__post_init__"}]
-    assert ServerFailed("no log").frames == []
+    assert failed.cause == "ValueError: no such architecture"  # what a cell's reason shows, not the command line
+    assert ServerFailed("no log").frames == [] and ServerFailed("no log").cause == ""
 
 
 def test_a_hostile_case_broken_in_the_guarded_child_carries_its_frames(libs):

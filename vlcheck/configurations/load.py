@@ -401,7 +401,8 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     except api_server.ServerFailed as err:
         from vlcheck.core.results import frames_in_text
 
-        return Measured(problems=[f"the API server did not start with {config.engine_args}: {short(str(err))}"],
+        why = short(err.cause) or short(str(err))
+        return Measured(problems=[f"the API server did not start with {config.engine_args}: {why}"],
                         frames=frames_in_text(str(err)))
     try:
         return exercise(variant, server)

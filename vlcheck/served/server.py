@@ -41,6 +41,10 @@ class ServerFailed(RuntimeError):
                 pass
         self.frames = frames_in_text(text or message)
         """Where the server raised what stopped it: its log's last traceback (`core.results.frames_in_text`)."""
+        raised = [line.strip() for line in text.splitlines() if _RAISED.search(line)
+                  and "See root cause above" not in line]
+        self.cause = raised[0] if raised else ""
+        """The first exception its log names (an engine core's root cause comes before the launcher's), or ''."""
 
 
 def free_port() -> int:
