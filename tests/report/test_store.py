@@ -34,6 +34,7 @@ def test_a_second_run_reuses_every_cell_and_returns_what_was_measured(families, 
     again = ResultStore(tmp_path)
     reused = run_checks(families, checks, store=again)
     assert (again.reused, again.stored) == (4, 0)
+    assert sorted(again.reused_cells) == [(f, c) for f in FAMILIES for c in ("spec", "template")]
     assert _cells(reused) == _cells(measured)
 
     fresh = ResultStore(tmp_path, fresh=True)

@@ -315,6 +315,9 @@ def cmd_check(args) -> int:
                        informational=informational_facts(checks), tolerances=tolerances(checks))
     if args.shard:
         rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
+    if store is not None:  # which cells were measured by this run and which were taken from the store
+        rep["result_store"] = {"path": str(store.path), "reused": store.reused, "measured": store.stored,
+                               "reused_cells": sorted(f"{f} {c}" for f, c in store.reused_cells)}
     write_report(rep, args.json, args.html, args.markdown)
     rows = []
     for family, row in rep["families"].items():

@@ -38,6 +38,8 @@ class ResultStore:
         """Measure every cell again (and store what was measured)."""
         self.reused = 0
         self.stored = 0
+        self.reused_cells: list[tuple[str, str]] = []
+        """(family, check) of every reused cell: the report names them."""
 
     def key(self, check, spec: FamilySpec, engine: dict[str, Any] | None = None) -> str:
         fn = check.per_family or check.run
@@ -67,7 +69,9 @@ class ResultStore:
             return None
         stored["status"] = Status(stored["status"])
         self.reused += 1
-        return CheckResult(**stored)
+        result = CheckResult(**stored)
+        self.reused_cells.append((result.family, result.check))
+        return result
 
     def put(self, key: str, result: CheckResult) -> None:
         if result.status is Status.ERROR:

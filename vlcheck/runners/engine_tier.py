@@ -112,7 +112,7 @@ def configuration_cells(documents: list[bytes]) -> dict[str, dict[str, str]]:
 
 def _why(message: str, configuration: str, family_config: str) -> str:
     """A cell's message without what the table's row and column already say."""
-    message = re.sub(r"^(?:Failed: )?(?:\S+ \[\S+\] \S+: (?:fail|error|declared): )?", "", message)
+    message = re.sub(r"^(?:Failed: )?(?:\S+ \[\S+\] \S+: (?:fail|error|declared|skip): )?", "", message)
     for prefix in (f"{configuration} did not exercise its path: ", f"{configuration}: ",
                    f"{family_config.rsplit('-', 1)[0]}: "):
         message = message.removeprefix(prefix)
