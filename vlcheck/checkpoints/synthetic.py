@@ -137,6 +137,10 @@ def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: b
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+_NOT_BUILDABLE: dict[Path, str] = {}
+"""Checkpoints this process found not buildable, by their content-named folder, with why."""
+
+
 def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, heads: int | None = None,
                    layer_pattern: bool = False) -> Path:
     """The synthetic checkpoint folder for a variant, built on first use (raises NotBuildable).
@@ -154,10 +158,18 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, he
     target = cache_root() / f"{spec.name}-{_content_hash(spec, variant, recipe, seeding, heads, code, layer_pattern)}"
     if (target / "config.json").exists():
         return target
+    if target in _NOT_BUILDABLE:
+        raise NotBuildable(_NOT_BUILDABLE[target])
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        _build(spec, variant, recipe, staging, weights, heads, code, layer_pattern)
+        try:
+            _build(spec, variant, recipe, staging, weights, heads, code, layer_pattern)
+        except NotBuildable as err:
+            # the same content fails the same way: an engine tier asks once per test (seconds per
+            # build, a spawned child's where vLLM patched transformers: core.fresh_process)
+            _NOT_BUILDABLE[target] = str(err)
+            raise
         try:
             staging.rename(target)  # atomic: another worker may have won the race, which is fine
         except OSError:
