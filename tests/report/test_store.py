@@ -92,9 +92,32 @@ def test_a_hub_file_with_other_content_changes_the_key(tmp_path, monkeypatch):
     (repo / "blobs" / "1111").write_text("{}")
     (repo / "blobs" / "2222").write_text("{ }")
     os.symlink("../../blobs/1111", snapshot / "config.json")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))  # what prompt.assets.hub_cache() reads
     before = cell_inputs.model_files("org/model")
     (snapshot / "config.json").unlink()
     os.symlink("../../blobs/2222", snapshot / "config.json")
     assert cell_inputs.model_files("org/model") != before
     assert cell_inputs.model_files("org/absent") == ["not in the Hub cache"]
+
+
+def test_a_lazily_named_check_is_keyed_by_the_code_it_names(families, tmp_path, monkeypatch):
+    """Most catalogue checks are `_lazy("module:function")` partials: the key must follow the named
+    function's code, not the wrapper's (which reaches 7 modules and none of the check's)."""
+    store = ResultStore(tmp_path)
+    hostile = cpu_checks(["hostile"])["hostile"]
+    before = store.key(hostile, families[0])
+    module = hostile.run.args[0].partition(":")[0]
+    real = cell_inputs._sources()[module]
+    edited = tmp_path / "edited.py"
+    edited.write_text(real.read_text() + "\n# an edit\n")
+    monkeypatch.setitem(cell_inputs._sources(), module, edited)
+    cell_inputs.code_digest.cache_clear()
+    cell_inputs._tree.cache_clear()
+    try:
+        assert store.key(hostile, families[0]) != before
+    finally:
+        monkeypatch.undo()
+        cell_inputs.code_digest.cache_clear()
+        cell_inputs._tree.cache_clear()

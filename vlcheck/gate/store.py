@@ -36,17 +36,24 @@ class ResultStore:
         self.path = Path(path)
         self.fresh = fresh
         """Measure every cell again (and store what was measured)."""
-        self.reused = 0
         self.stored = 0
         self.reused_cells: list[tuple[str, str]] = []
         """(family, check) of every reused cell: the report names them."""
 
+    @property
+    def reused(self) -> int:
+        return len(self.reused_cells)
+
     def key(self, check, spec: FamilySpec, engine: dict[str, Any] | None = None) -> str:
         fn = check.per_family or check.run
+        target = getattr(fn, "args", None)
         fn = getattr(fn, "func", fn)  # functools.partial
+        module, name = fn.__module__, fn.__name__
+        if target and isinstance(target[0], str) and ":" in target[0]:  # gate.checks._lazy("module:function")
+            module, _, name = target[0].partition(":")
         code = [cell_inputs.code_digest("vlcheck.gate.checks", "run_cell")]
-        if fn.__module__ in cell_inputs.modules():
-            code.append(cell_inputs.code_digest(fn.__module__, fn.__name__))
+        if module in cell_inputs.modules():
+            code.append(cell_inputs.code_digest(module, name))
         else:  # a function outside vlcheck (a test's, a plugin's): its own source
             code.append(cell_inputs.source_digest(fn))
         return cell_inputs.as_key({
@@ -68,7 +75,6 @@ class ResultStore:
         except (OSError, ValueError):
             return None
         stored["status"] = Status(stored["status"])
-        self.reused += 1
         result = CheckResult(**stored)
         self.reused_cells.append((result.family, result.check))
         return result
