@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from vlcheck.runners.testing import assert_as_scoped, modality_of
-from vlcheck.engine import goldens
-from vlcheck.engine.runs import batch_noise, generation_runs, stop_run
+from vlcheck.engine import goldens, noise
+from vlcheck.engine.runs import generation_runs, measured_noise, stop_run
 from vlcheck.spec.schema import config_id
 
 pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
@@ -26,11 +26,12 @@ def test_requests_complete_with_processor_token_counts(family, variant, engine, 
 
 
 def test_greedy_outputs_match_golden(family, variant, engine, request):
-    """Token ids and top-5 logprobs within measured noise of the golden: `goldens.REPEAT_TOLERANCE`
-    of one recorded on the same vLLM, torch and GPU, `goldens.NOISE_TOLERANCE` of one recorded
-    elsewhere (vLLM's top-5-membership rule let a 1% vision-encoder change through). A declared `golden`
-    deviation (dummy weights give outputs that cannot be a golden, e.g. NaN) covers vLLM's dummy
-    weights only, and only its modalities."""
+    """Token ids and top-5 logprobs within measured noise of the golden: 3 x the noise stored with
+    it for this request shape and GPU (`engine/noise.py`: each request alone, a repeat, the golden
+    replayed on another GPU); vLLM's top-5-membership rule let a 1% vision-encoder change through.
+    --vlcheck-update-goldens records the golden and its noise, --vlcheck-measure-noise measures the
+    noise of this GPU for the golden as it is. A declared `golden` deviation (dummy weights give
+    outputs that cannot be a golden, e.g. NaN) covers vLLM's dummy weights only, and only its modalities."""
     actual = {r.shape: r.outputs for r in generation_runs(family, variant, engine)}
     problems = {modality_of(shape): [f"{shape}: {p}" for p in goldens.unusable(out)] for shape, out in actual.items()}
     path = goldens.golden_path(engine.label, config_id(family, variant), engine.platform)
@@ -44,24 +45,31 @@ def test_greedy_outputs_match_golden(family, variant, engine, request):
         found = [p for ps in problems.values() for p in ps]
         assert not found, headline + "\n" + "\n".join(found)
 
+    stored = goldens.load(path)
     if request.config.getoption("--vlcheck-update-goldens"):
         assert_none("the outputs cannot be a golden:")
-        goldens.save(path, actual, now)
-        request.node.user_properties.append(("batch_noise", batch_noise(family, variant, engine)))
+        goldens.save(path, actual, now, noise.merged(None, now["gpu"], now, measured_noise(family, variant, engine)))
+        request.node.user_properties.append(("noise", goldens.load(path).noise))
         return
-    stored = goldens.load(path)
     if stored is None:
         pytest.fail(f"no golden {path.relative_to(goldens.GOLDEN_ROOT.parent.parent)}: record it with "
                     "--vlcheck-update-goldens and review it", pytrace=False)
-    recorded_on, outputs = stored
-    assert set(actual) == set(outputs), f"request shapes {sorted(actual)}, golden has {sorted(outputs)}"
-    tolerance = goldens.tolerance_for(recorded_on, now)
-    request.node.user_properties.append(("golden_rule", f"within {tolerance} nats"))
-    for shape in actual:
-        problems[modality_of(shape)] += [f"{shape}: {p}" for p in goldens.compare_golden(outputs[shape], actual[shape], tolerance)]
-        request.node.user_properties.append((f"golden_distance {shape}", goldens.largest_difference(outputs[shape], actual[shape])))
-    hint = goldens.other_checkpoint(recorded_on, now) if any(problems.values()) else None
-    assert_none(f"{family.name} [{variant.kind}]: greedy outputs differ from the golden recorded on {recorded_on} "
+    assert set(actual) == set(stored.outputs), f"request shapes {sorted(actual)}, golden has {sorted(stored.outputs)}"
+    if request.config.getoption("--vlcheck-measure-noise"):
+        why_not = noise.can_measure(stored.recorded_on, now)
+        assert why_not is None, f"{family.name} [{variant.kind}]: {why_not}"
+        measured = measured_noise(family, variant, engine, stored)
+        goldens.save(path, stored.outputs, stored.recorded_on,
+                     noise.merged(stored.noise, now["gpu"], stored.recorded_on, measured), **stored.extra)
+        stored = goldens.load(path)
+        request.node.user_properties.append(("noise", measured))
+    for shape, (rule, moved) in goldens.compare_shapes(stored, actual, now).items():
+        problems[modality_of(shape)] += [f"{shape}: {p}" for p in moved]
+        request.node.user_properties.append((f"golden_rule {shape}", str(rule)))
+        request.node.user_properties.append((f"golden_distance {shape}",
+                                             goldens.largest_difference(stored.outputs[shape], actual[shape])))
+    hint = goldens.other_checkpoint(stored.recorded_on, now) if any(problems.values()) else None
+    assert_none(f"{family.name} [{variant.kind}]: greedy outputs differ from the golden recorded on {stored.recorded_on} "
                 f"(now {now}):" + (f"\n{hint}" if hint else ""))
 
 

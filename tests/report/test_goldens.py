@@ -90,11 +90,11 @@ def test_largest_difference_stops_at_the_first_differing_token():
 def test_goldens_keep_where_they_were_recorded_and_old_ones_still_load(tmp_path):
     here = {"vllm": "0.24.0", "torch": "2.11.0", "gpu": "NVIDIA H200", "dtype": "float32"}
     save(tmp_path / "new.json", {"image x1": GOLDEN}, here)
-    recorded_on, outputs = load(tmp_path / "new.json")
+    recorded_on, outputs, _, _ = load(tmp_path / "new.json")
     assert outputs == {"image x1": GOLDEN} and same_environment(recorded_on, here)
     assert not same_environment(recorded_on, {**here, "vllm": "0.32.0"})
     (tmp_path / "old.json").write_text(json.dumps({"image x1": GOLDEN}))
-    assert load(tmp_path / "old.json") == (None, {"image x1": GOLDEN}) and not same_environment(None, here)
+    assert load(tmp_path / "old.json")[:2] == (None, {"image x1": GOLDEN}) and not same_environment(None, here)
     assert load(tmp_path / "absent.json") is None
     assert tolerance_for(recorded_on, here) == REPEAT_TOLERANCE < tolerance_for(None, here) == NOISE_TOLERANCE
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 import types
 import typing
 from functools import lru_cache
@@ -282,3 +283,66 @@ def cpu_kv_block_size(requested: int) -> int:
     for size in _cpu_kernel_block_sizes() or []:
         block = math.lcm(block, int(getattr(size, "base", size)))
     return block
+
+
+def layer_methods(model) -> dict[str, int]:
+    """In a worker: how many of the loaded model's layers each quantization method runs
+    (`UnquantizedLinearMethod`, `Fp8LinearMethod`, ...)."""
+    counts: dict[str, int] = {}
+    for module in model.modules():
+        method = getattr(module, "quant_method", None)
+        if method is not None:
+            counts[type(method).__name__] = counts.get(type(method).__name__, 0) + 1
+    return counts
+
+
+def loaded_layer_methods(llm) -> list[dict[str, int]]:
+    """`layer_methods` of every worker (one per tensor-parallel rank): the layers as loaded, not the
+    config asked for. `LLM.apply_model` ships the function to the engine core, which vLLM allows
+    only with VLLM_ALLOW_INSECURE_SERIALIZATION=1 (test engines set it: `engine.engines`)."""
+    return llm.apply_model(layer_methods)
+
+
+PROJECTOR_NAMES = re.compile(r"^(multi_modal_projector|mm_projector|merger|connector|projector|mlp1|image_projector|"
+                             r"img_projection|language_projection|visual_projection|vision_projection|embed_vision|"
+                             r"aligner|resampler)$")
+"""The attribute names vLLM's multimodal models (0.24) give the module that maps vision features
+into the language model's space (26 `multi_modal_projector`, 10 `merger`, ...)."""
+_SCALED: list = []
+"""In a worker: the hooks `scale_projector` registered, for `unscale_projector`."""
+
+
+def scale_projector(model, factor: float) -> str | None:
+    """In a worker: the output of the model's outermost projector module times `factor`, until
+    `unscale_projector`; returns the module's name (None: the model has none by these names)."""
+    names = [n for n, _ in model.named_modules() if PROJECTOR_NAMES.match(n.rsplit(".", 1)[-1])]
+    if not names:
+        return None
+    name = min(names, key=lambda n: (n.count("."), n))
+
+    def scaled(module, args, output):
+        if isinstance(output, (tuple, list)):
+            return type(output)(o * factor if hasattr(o, "mul") else o for o in output)
+        return output * factor
+
+    _SCALED.append(model.get_submodule(name).register_forward_hook(scaled))
+    return name
+
+
+def unscale_projector(model) -> int:
+    removed = len(_SCALED)
+    while _SCALED:
+        _SCALED.pop().remove()
+    return removed
+
+
+def scaled_projector(llm, factor: float) -> list[str | None]:
+    """`scale_projector` in every worker: a change planted in the running engine (eager engines
+    only: a captured CUDA graph would not call the hook)."""
+    import functools
+
+    return llm.apply_model(functools.partial(scale_projector, factor=factor))
+
+
+def restored_projector(llm) -> list[int]:
+    return llm.apply_model(unscale_projector)

@@ -89,6 +89,10 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "compiled", "vLLM's default engine: torch.compile and CUDA graphs (enforce_eager off)",
         "the engine's log says CUDA graphs were captured",
         {"enforce_eager": False}, platforms=("gpu",)),
+    Configuration(
+        "fp8", "online fp8 quantization of the unquantized weights (quantization=\"fp8\"), in bfloat16",
+        "layers of the loaded model run an fp8 quantization method (read in the engine: LLM.apply_model)",
+        {"quantization": "fp8", "dtype": "bfloat16"}, platforms=("gpu",)),
 )}
 
 DEFAULT = EAGER.name

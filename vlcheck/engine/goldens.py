@@ -23,8 +23,9 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from vlcheck.engine import noise
 from vlcheck.prompt.snapshots import SNAPSHOT_ROOT
 
 GOLDEN_ROOT = SNAPSHOT_ROOT / "gpu_goldens"
@@ -33,12 +34,13 @@ CPU_GOLDEN_ROOT = SNAPSHOT_ROOT / "cpu_engine_goldens"
 LOGPROB_DECIMALS = 6
 """float32 logprobs carry ~7 significant digits: 6 decimals keep an exact repeat exact."""
 REPEAT_TOLERANCE = 0.005
-"""Nats, same vLLM, torch, GPU and dtype: 1.5 x the largest batch-composition noise measured
-(0.0034), a third of the smallest 1.01-scaling effect (0.018)."""
+"""Nats, same vLLM, torch, GPU and dtype, for a golden that stores no measured noise (`noise.py`
+gives the tolerance of one that does) and for two runs on one engine: 1.5 x the largest
+batch-composition noise measured (0.0034), a third of the smallest 1.01-scaling effect (0.018)."""
 NOISE_TOLERANCE = 0.01
-"""Nats, a golden recorded on another vLLM, torch or GPU: 3 x the largest same-version noise,
-under the smallest 1.01-scaling effect; a release that moves the numerics as far as another
-implementation does (up to 0.0127) is shown, not passed."""
+"""Nats, a golden that stores no measured noise, recorded on another vLLM, torch or GPU: 3 x the
+largest same-version noise, under the smallest 1.01-scaling effect; a release that moves the
+numerics as far as another implementation does (up to 0.0127) is shown, not passed."""
 
 
 def golden_path(weights: str, name: str, platform: str = "gpu") -> Path:
@@ -143,7 +145,28 @@ def largest_move(g_top: dict[str, float], a_top: dict[str, float]) -> float:
 
 
 def tolerance_for(recorded_on: dict | None, now: dict[str, str]) -> float:
+    """The fixed tolerance of a golden that stores no measured noise."""
     return REPEAT_TOLERANCE if same_environment(recorded_on, now) else NOISE_TOLERANCE
+
+
+def shape_tolerance(stored: "Golden", now: dict[str, str], shape: str) -> noise.Tolerance:
+    """The measured noise's tolerance for `shape` where the golden stores it, else the fixed one, saying so."""
+    measured = noise.tolerance(stored.noise, now["gpu"], shape)
+    if measured is not None:
+        return measured
+    fixed = tolerance_for(stored.recorded_on, now)
+    where = "the same vLLM, torch and GPU" if fixed == REPEAT_TOLERANCE else "another vLLM, torch or GPU"
+    return noise.Tolerance(fixed, f"no noise stored with this golden: the fixed tolerance for {where} "
+                                  "(measure it: --vlcheck-measure-noise)")
+
+
+def compare_shapes(stored: "Golden", actual: dict[str, list[dict]], now: dict[str, str]) -> dict[str, tuple[noise.Tolerance, list[str]]]:
+    """Per shape of `actual`: its tolerance and what moved beyond it (`within_noise`)."""
+    found = {}
+    for shape, outputs in actual.items():
+        rule = shape_tolerance(stored, now, shape)
+        found[shape] = (rule, compare_golden(stored.outputs.get(shape, []), outputs, rule.nats))
+    return found
 
 
 def compare_golden(golden: list[dict], actual: list[dict], tolerance: float | None) -> list[str]:
@@ -233,16 +256,30 @@ def largest_difference(golden: list[dict], actual: list[dict]) -> float:
     return round(largest, LOGPROB_DECIMALS)
 
 
-def load(path: Path) -> tuple[dict | None, dict[str, list[dict]]] | None:
-    """(recorded_on, outputs per shape); recorded_on is None for a golden from before it was kept."""
+class Golden(NamedTuple):
+    recorded_on: dict | None
+    """None for a golden from before it was kept."""
+    outputs: dict[str, list[dict]]
+    """Per request shape."""
+    noise: dict | None = None
+    """The noise measured with it (`noise.py`), None before it was measured."""
+    extra: dict = {}
+    """What a configuration keeps beside its own golden (fp8: its distance to the unquantized output)."""
+
+
+def load(path: Path) -> Golden | None:
     if not path.exists():
         return None
     data = json.loads(path.read_text())
     if "outputs" in data and "recorded_on" in data:
-        return data["recorded_on"], data["outputs"]
-    return None, data
+        extra = {k: v for k, v in data.items() if k not in ("recorded_on", "outputs", "noise")}
+        return Golden(data["recorded_on"], data["outputs"], data.get("noise"), extra)
+    return Golden(None, data)
 
 
-def save(path: Path, outputs: dict[str, list[dict]], recorded_on: dict[str, str]) -> None:
+def save(path: Path, outputs: dict[str, list[dict]], recorded_on: dict[str, str], measured_noise: dict | None = None,
+         **extra) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"recorded_on": recorded_on, "outputs": outputs}, indent=1, sort_keys=True) + "\n")
+    data = {"recorded_on": recorded_on, "outputs": outputs, **({"noise": measured_noise} if measured_noise else {}),
+            **extra}
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")

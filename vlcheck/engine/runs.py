@@ -36,13 +36,18 @@ class ShapeRun:
 
 
 def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality: str, count: int,
-              alone: bool = False) -> ShapeRun:
+              alone: bool = False, salt: str | None = None, uuid_tag: str | None = None) -> ShapeRun:
     """The example's requests for one shape (--num-prompts 4, a different prompt per request),
     and the prompt token counts vLLM's CPU processor gives for the same inputs. `alone`: each
-    request in a batch of its own, never served from the prefix cache (measures batch noise)."""
+    request in a batch of its own, never served from the prefix cache (measures batch noise).
+    `salt`: batched, but never served from blocks cached by a run with another salt (or none).
+    `uuid_tag`: the media named by new uuids, so that neither the processor cache, the encoder cache
+    nor the prefix cache (whose block hashes hold the media's) serves a result computed before."""
     prompts = request_prompts(example_prompts(spec, variant, modality, count), NUM_PROMPTS, True)
     data = media_data(variant, modality, count)
-    inputs = [{"prompt": p, "multi_modal_data": {modality: data}} for p in prompts]
+    inputs = [{"prompt": p, "multi_modal_data": {modality: data}, **({"cache_salt": salt} if salt else {}),
+               **({"multi_modal_uuids": {modality: [f"{uuid_tag}-{modality}{count}-{i}-{k}" for k in range(count)]}} if uuid_tag else {})}
+              for i, p in enumerate(prompts)]
     if alone:
         outs = [handle.llm.generate([{**one, "cache_salt": f"alone-{i}"}], greedy(), use_tqdm=False)[0]
                 for i, one in enumerate(inputs)]
@@ -67,6 +72,23 @@ def batch_noise(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> dic
     batched = {r.shape: r.outputs for r in generation_runs(spec, variant, handle)}
     alone = [run_shape(spec, variant, handle, m, c, alone=True) for m in variant.modalities for c in variant.item_counts()]
     return {r.shape: goldens.largest_difference(batched[r.shape], r.outputs) for r in alone}
+
+
+def measured_noise(spec: FamilySpec, variant: Variant, handle: EngineHandle,
+                   golden: goldens.Golden | None = None) -> dict[str, dict[str, float]]:
+    """This engine's noise per kind and shape (`engine/noise.py`): each request alone, the same
+    batch again (another cache salt: computed, not served from the prefix cache), and, for a golden
+    recorded on another GPU, the golden against this run."""
+    batched = {r.shape: r.outputs for r in generation_runs(spec, variant, handle)}
+    again = [run_shape(spec, variant, handle, m, c, salt="vlcheck-repeat")
+             for m in variant.modalities for c in variant.item_counts()]
+    found = {"alone": batch_noise(spec, variant, handle),
+             "repeat": {r.shape: goldens.largest_difference(batched[r.shape], r.outputs) for r in again}}
+    here = goldens.environment(handle.dtype)["gpu"]
+    if golden is not None and golden.recorded_on and golden.recorded_on.get("gpu") != here:
+        found["against_golden"] = {shape: goldens.largest_difference(golden.outputs[shape], out)
+                                   for shape, out in batched.items() if shape in golden.outputs}
+    return found
 
 
 @dataclass
@@ -170,3 +192,27 @@ def repeat_simulation(spec: FamilySpec, variant: Variant, handle: EngineHandle, 
     after = cache_counters(handle.llm)
     return RepeatRun(num_prompts, requests.distinct_items, after["hits"] - before["hits"],
                      after["queries"] - before["queries"], seconds)
+
+
+@dataclass
+class PlantedRun:
+    module: str | None
+    """The projector module scaled (None: the model has none by `adapter.engine.PROJECTOR_NAMES`)."""
+    outputs: dict[str, list[dict]]
+
+
+def projector_scaled(spec: FamilySpec, variant: Variant, handle: EngineHandle, factor: float) -> PlantedRun:
+    """The example's requests again with the projector's output times `factor` in the running engine
+    (the size of change a release that touches a projector makes), on media named by new uuids so
+    that no cache serves the unchanged result; the engine is restored after."""
+    from vlcheck.adapter.engine import restored_projector, scaled_projector
+
+    module = scaled_projector(handle.llm, factor)[0]
+    try:
+        if module is None:
+            return PlantedRun(None, {})
+        runs = [run_shape(spec, variant, handle, m, c, uuid_tag=f"projector-x{factor}")
+                for m in variant.modalities for c in variant.item_counts()]
+    finally:
+        restored_projector(handle.llm)
+    return PlantedRun(module, {r.shape: r.outputs for r in runs})

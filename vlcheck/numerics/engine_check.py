@@ -54,11 +54,10 @@ def _measure(spec: FamilySpec, variant: Variant, handle, name: str) -> CheckResu
     if stored is None:
         facts["golden"] = "none recorded"
     else:
-        recorded_on, golden = stored
         now = goldens.environment(handle.dtype, handle.model_dir)
-        tolerance = goldens.tolerance_for(recorded_on, now)
-        moved = [f"{r.shape}: {p}" for r in runs for p in goldens.compare_golden(golden.get(r.shape, []), r.outputs, tolerance)]
-        if moved and (hint := goldens.other_checkpoint(recorded_on, now)):
+        compared = goldens.compare_shapes(stored, {r.shape: r.outputs for r in runs}, now)
+        moved = [f"{shape}: {p} (tolerance {rule})" for shape, (rule, found) in compared.items() for p in found]
+        if moved and (hint := goldens.other_checkpoint(stored.recorded_on, now)):
             moved.append(hint)
         facts["golden"] = moved or "match"
         problems += moved

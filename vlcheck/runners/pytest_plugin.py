@@ -36,7 +36,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="only this example of each family (the GPU runner uses one process per family-config)")
     group.addoption("--vlcheck-weights", choices=WEIGHTS, default="auto", help="GPU tier: " + WEIGHTS_HELP)
     group.addoption("--vlcheck-update-goldens", action="store_true",
-                    help="GPU tier: record greedy goldens instead of comparing with them")
+                    help="engine tiers: record greedy goldens, and the noise they are compared within, instead "
+                         "of comparing with them")
+    group.addoption("--vlcheck-measure-noise", action="store_true",
+                    help="engine tiers: measure this GPU's noise for the goldens as they are (each request alone, a "
+                         "repeat, the golden against this run) and store it with them, on the versions they were "
+                         "recorded on (vlcheck/engine/noise.py); their tolerance is 3 x that noise")
     group.addoption("--vlcheck-cache-off", action="store_true",
                     help="GPU tier: also check each family with the processor cache disabled (a second engine each)")
     group.addoption("--vlcheck-shard", type=_shard, default=None, metavar="I/N",
@@ -307,6 +312,8 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=None, p
         pytest.skip(f"{family.name}: the example renders with the model's chat template: {err}")
     expect_deviation(request, variant, "generation")
     errors = []
+    if "dtype" in overrides:  # a configuration's own (fp8 computes in bfloat16)
+        dtypes = (overrides.pop("dtype"),)
     if dtypes is None:
         try:
             seeded = engine_args(family, variant, weights_mode, heads=overrides.get("heads"),
@@ -325,6 +332,8 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=None, p
             continue
         if dtype:
             request.node.user_properties.append(("dtype", dtype))
+        handle.goldens_mode = ("record" if request.config.getoption("--vlcheck-update-goldens") else
+                               "measure_noise" if request.config.getoption("--vlcheck-measure-noise") else "compare")
         if not handle.reported:
             handle.reported = True
             request.node.user_properties.append(("engine_start_s", round(handle.start_seconds, 1)))

@@ -1,0 +1,70 @@
+"""Golden tolerances from measured noise (vlcheck/engine/noise.py): 3 x the noise stored with the
+golden for the request shape and the GPU that compares, the largest measured where that GPU has
+none, the fixed tolerance only for a golden that stores no noise, and noise measured only on the
+versions the golden was recorded on."""
+
+from vlcheck.engine import goldens, noise
+
+H200 = {"vllm": "0.24.0", "torch": "2.11.0", "gpu": "NVIDIA H200", "dtype": "float32"}
+H100 = {**H200, "gpu": "NVIDIA H100 80GB HBM3"}
+OUT = [{"prompt_tokens": 10, "token_ids": [5, 7], "top_logprobs": [{"5": -0.1, "6": -0.2}, {"7": -0.1, "8": -0.3}]}]
+MEASURED = {"versions": {k: H200[k] for k in noise.VERSIONS},
+            H200["gpu"]: {"alone": {"image x1": 0.0004}, "repeat": {"image x1": 0.0}},
+            H100["gpu"]: {"alone": {"image x1": 0.0001}, "repeat": {"image x1": 0.0},
+                          "against_golden": {"image x1": 0.0022}}}
+
+
+def moved(by: float):
+    out = [dict(OUT[0], top_logprobs=[{"5": round(-0.1 + by, 6), "6": -0.2}, OUT[0]["top_logprobs"][1]])]
+    return {"image x1": out}
+
+
+def test_the_tolerance_is_three_times_the_noise_measured_on_the_gpu_that_compares():
+    assert noise.tolerance(MEASURED, H200["gpu"], "image x1").nats == 0.0012
+    on_h100 = noise.tolerance(MEASURED, H100["gpu"], "image x1")
+    assert on_h100.nats == 0.0066 and "measured on NVIDIA H100" in on_h100.basis
+
+
+def test_a_gpu_without_a_measurement_takes_the_largest_measured_and_says_so():
+    rule = noise.tolerance(MEASURED, "NVIDIA A100-SXM4-80GB", "image x1")
+    assert rule.nats == 0.0066 and "no noise measured on NVIDIA A100" in rule.basis
+
+
+def test_noise_of_zero_still_allows_the_logprobs_rounding():
+    exact = {"NVIDIA H200": {"alone": {"image x1": 0.0}, "repeat": {"image x1": 0.0}}}
+    assert noise.tolerance(exact, "NVIDIA H200", "image x1").nats == noise.NOISE_FACTOR * noise.RESOLUTION
+
+
+def test_a_golden_without_noise_keeps_the_fixed_tolerance_and_says_so(tmp_path):
+    goldens.save(tmp_path / "old.json", {"image x1": OUT}, H200)
+    rule = goldens.shape_tolerance(goldens.load(tmp_path / "old.json"), H100, "image x1")
+    assert rule.nats == goldens.NOISE_TOLERANCE and "no noise stored" in rule.basis
+    assert noise.tolerance(MEASURED, H200["gpu"], "video x1") is None  # a shape it was not measured for
+
+
+def test_a_one_percent_like_move_fails_beyond_measured_noise_where_the_fixed_rule_passed_it(tmp_path):
+    # gemma3: a 1% change of its projector moved its goldens 0.0066 nats; its measured noise is 0
+    exact = {"versions": MEASURED["versions"], H100["gpu"]: {"alone": {"image x1": 0.0}, "repeat": {"image x1": 0.0},
+                                                             "against_golden": {"image x1": 0.0}}}
+    goldens.save(tmp_path / "g.json", {"image x1": OUT}, H200, exact)
+    stored = goldens.load(tmp_path / "g.json")
+    (rule, found), = goldens.compare_shapes(stored, moved(0.0066), H100).values()
+    assert found and rule.nats == 3e-6
+    assert goldens.within_noise(OUT, moved(0.0066)["image x1"], goldens.NOISE_TOLERANCE) == []  # the fixed 0.01 passed it
+    (_, within), = goldens.compare_shapes(stored, moved(0.000002), H100).values()
+    assert within == []
+
+
+def test_noise_and_a_configurations_extra_are_kept_with_the_golden(tmp_path):
+    goldens.save(tmp_path / "g.json", {"image x1": OUT}, H200, MEASURED, distance_to_unquantized={"image x1": 0.3})
+    stored = goldens.load(tmp_path / "g.json")
+    assert stored.noise == MEASURED and stored.extra == {"distance_to_unquantized": {"image x1": 0.3}}
+    again = noise.merged(stored.noise, H100["gpu"], H200, {"alone": {"image x1": 0.0009}})
+    assert again[H100["gpu"]] == {"alone": {"image x1": 0.0009}} and again[H200["gpu"]] == MEASURED[H200["gpu"]]
+
+
+def test_noise_is_measured_only_on_the_versions_the_golden_was_recorded_on():
+    assert noise.can_measure(H200, H100) is None  # another GPU: that is what is measured
+    why = noise.can_measure(H200, {**H100, "vllm": "0.33.0"})
+    assert "vllm 0.33.0 (golden: 0.24.0)" in why and "a change, not noise" in why
+    assert "re-record" in noise.can_measure(None, H100)

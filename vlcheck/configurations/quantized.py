@@ -1,0 +1,88 @@
+"""The fp8 configuration: vLLM's online fp8 quantization of the unquantized weights
+(`quantization="fp8"`, computed in bfloat16, the activations its kernels take).
+
+Quantized outputs are not the eager ones, so fp8 keeps goldens of its own (label `<weights>-fp8`),
+recorded with their measured noise like the eager ones. Held to them within 3 x that noise; held to
+the unquantized output within 3 x the distance measured when they were recorded (a quantization
+that drifts further, say by dropping a layer's scales, fails even where its own golden was
+re-recorded); and to the media-sensitivity test. The proof: layers of the loaded model run an fp8
+method (`adapter.loaded_layer_methods`), read in the engine, not taken from the config.
+"""
+
+from __future__ import annotations
+
+from vlcheck import adapter
+from vlcheck.configurations.outcome import Measured
+from vlcheck.engine import goldens, noise
+from vlcheck.engine.engines import SEEDED_DTYPES
+from vlcheck.engine.runs import ShapeRun, measured_noise
+from vlcheck.spec.schema import FamilySpec, Variant, config_id
+
+
+def golden_label(handle) -> str:
+    return f"{handle.label}-fp8"
+
+
+def unquantized_golden(spec: FamilySpec, variant: Variant, handle) -> goldens.Golden | None:
+    """The eager engine's golden of the same weights (seeded ones: float32 where it ran, else bfloat16)."""
+    labels = [f"seeded-{d}" for d in SEEDED_DTYPES] if handle.weights == "seeded" else [handle.label]
+    for label in labels:
+        stored = goldens.load(goldens.golden_path(label, config_id(spec, variant), handle.platform))
+        if stored is not None:
+            return stored
+    return None
+
+
+def fp8_proof(handle, measured: Measured) -> None:
+    per_rank = adapter.loaded_layer_methods(handle.llm)
+    methods = per_rank[0] if per_rank else {}
+    fp8 = {name: n for name, n in methods.items() if "fp8" in name.lower()}
+    measured.proof = {"fp8_layers": sum(fp8.values()), "layer_methods": methods}
+    if not fp8:
+        measured.not_exercised = f"no loaded layer runs an fp8 method (the layers' methods: {methods})"
+
+
+def against_goldens(spec: FamilySpec, variant: Variant, handle, runs: list[ShapeRun], measured: Measured) -> None:
+    actual = {r.shape: r.outputs for r in runs}
+    unquantized = unquantized_golden(spec, variant, handle)
+    distance = ({shape: goldens.largest_difference(unquantized.outputs.get(shape, []), out) for shape, out in actual.items()}
+                if unquantized else {})
+    measured.facts["distance_to_unquantized"] = distance or "no unquantized golden recorded"
+    measured.reference = "its own fp8 golden, near the unquantized one"
+    path = goldens.golden_path(golden_label(handle), config_id(spec, variant), handle.platform)
+    now = goldens.environment(handle.dtype, handle.model_dir)
+    stored = goldens.load(path)
+    if handle.goldens_mode == "record":
+        measured.problems += [f"{shape}: the outputs cannot be a golden: {p}" for shape, out in actual.items()
+                              for p in goldens.unusable(out)]
+        if not measured.problems:
+            goldens.save(path, actual, now, noise.merged(None, now["gpu"], now, measured_noise(spec, variant, handle)),
+                         distance_to_unquantized=distance)
+        measured.facts["golden"] = "recorded"
+        return
+    if stored is None:
+        measured.facts["golden"] = "no fp8 golden recorded"
+        measured.problems.append(f"no fp8 golden {path.name} under {path.parent}: record it (--vlcheck-update-goldens) "
+                                 "and review it")
+        return
+    if handle.goldens_mode == "measure_noise":
+        why_not = noise.can_measure(stored.recorded_on, now)
+        if why_not:
+            measured.problems.append(why_not)
+            return
+        goldens.save(path, stored.outputs, stored.recorded_on,
+                     noise.merged(stored.noise, now["gpu"], stored.recorded_on, measured_noise(spec, variant, handle, stored)),
+                     **stored.extra)
+        stored = goldens.load(path)
+    compared = goldens.compare_shapes(stored, actual, now)
+    moved = [f"{shape}: {p}" for shape, (_, found) in compared.items() for p in found]
+    measured.facts["golden"] = moved or "match"
+    measured.problems += [f"against the fp8 golden (within {rule}): {shape}: {p}"
+                          for shape, (rule, found) in compared.items() for p in found]
+    recorded = stored.extra.get("distance_to_unquantized") or {}
+    for shape, now_nats in distance.items():
+        if shape in recorded:
+            bound = round(noise.NOISE_FACTOR * max(recorded[shape], noise.RESOLUTION), 6)
+            if now_nats > bound:
+                measured.problems.append(f"{shape}: {now_nats} nats from the unquantized output, over {bound} "
+                                         f"({noise.NOISE_FACTOR} x the {recorded[shape]} measured when the golden was recorded)")

@@ -1,0 +1,75 @@
+"""Golden tolerances from measured noise, stored with the golden they guard.
+
+A golden file keeps, per GPU (or `cpu`) that measured it and per request shape, how far the
+top-5 logprobs move without any change to vLLM, torch or the checkpoint:
+- `alone`: each request in a batch of its own instead of batched as in the golden (another batch
+  shape, so other kernels; vLLM's engine core does not fix the batch a request lands in);
+- `repeat`: the same batch again on the same engine;
+- `against_golden`: the golden replayed on this GPU (only where it was recorded on another one).
+
+The tolerance of a comparison is `NOISE_FACTOR` x the largest of these for that shape on the GPU
+that compares (`at_least` below: never under the logprobs' rounding). A GPU with no measurement
+takes the largest measured on any GPU, and says so. Noise is measured on the versions the golden
+was recorded on (`--vlcheck-measure-noise`, and with every `--vlcheck-update-goldens`): what another
+vLLM moves beyond it is a change to show, never noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NOISE_FACTOR = 3
+"""Measured noise x 3: one replay's noise underestimates the next one's (H200 goldens replayed on
+H100s: 0 to 0.0022 nats, 0.0 for gemma3), while a 1% change of a projector moved gemma3's by
+0.0066 and qwen2_vl's, idefics3's and mistral3's by 0.018 to 0.056."""
+RESOLUTION = 1e-6
+"""Logprobs are stored to 6 decimals (goldens.LOGPROB_DECIMALS): rounding alone moves one by this."""
+KINDS = ("alone", "repeat", "against_golden")
+VERSIONS = ("vllm", "torch", "dtype")
+"""What must equal the golden's for a measurement to be noise: the GPU may differ, these may not."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    nats: float
+    basis: str
+    """Where the number comes from, for the test's message and the report."""
+
+    def __str__(self) -> str:
+        return f"{self.nats} nats ({self.basis})"
+
+
+def _largest(measured: dict[str, dict[str, float]], shape: str) -> float | None:
+    values = [by_shape[shape] for kind, by_shape in measured.items() if kind in KINDS and shape in by_shape]
+    return max(values) if values else None
+
+
+def tolerance(noise: dict | None, device: str, shape: str) -> Tolerance | None:
+    """The tolerance for `shape` compared on `device` (a GPU's name, or `cpu`), or None when the
+    golden stores no noise for that shape (a golden recorded before noise was measured)."""
+    measured = {d: n for d, n in (noise or {}).items() if d != "versions" and _largest(n, shape) is not None}
+    if not measured:
+        return None
+    if device in measured:
+        largest, where = _largest(measured[device], shape), f"measured on {device}"
+    else:
+        largest = max(_largest(n, shape) for n in measured.values())
+        where = f"no noise measured on {device}: the largest measured on {', '.join(sorted(measured))}"
+    return Tolerance(round(NOISE_FACTOR * max(largest, RESOLUTION), 6),
+                     f"{NOISE_FACTOR} x {largest} nats of noise, {where}")
+
+
+def can_measure(recorded_on: dict | None, now: dict[str, str]) -> str | None:
+    """Why this run cannot measure the golden's noise (another vLLM, torch or dtype), or None."""
+    if recorded_on is None:
+        return "the golden does not say where it was recorded: re-record it (--vlcheck-update-goldens)"
+    other = [f"{k} {now[k]} (golden: {recorded_on.get(k)})" for k in VERSIONS if recorded_on.get(k) != now[k]]
+    if other:
+        return ("noise is measured on the versions the golden was recorded on; this run has " + ", ".join(other) +
+                ": what moves here is a change, not noise")
+    return None
+
+
+def merged(noise: dict | None, device: str, recorded_on: dict, measured: dict[str, dict[str, float]]) -> dict:
+    """The golden's noise with this device's measurement replacing its earlier one."""
+    return {**(noise or {}), "versions": {k: recorded_on[k] for k in VERSIONS}, device: measured}
