@@ -309,30 +309,36 @@ PROJECTOR_NAMES = re.compile(r"^(multi_modal_projector|mm_projector|merger|conne
 """The attribute names vLLM's multimodal models (0.24) give the module that maps vision features
 into the language model's space (26 `multi_modal_projector`, 10 `merger`, ...)."""
 _SCALED: list = []
-"""In a worker: the hooks `scale_projector` registered, for `unscale_projector`."""
+"""In a worker: the modules `scale_projector` changed, for `unscale_projector`."""
 
 
 def scale_projector(model, factor: float) -> str | None:
     """In a worker: the output of the model's outermost projector module times `factor`, until
-    `unscale_projector`; returns the module's name (None: the model has none by these names)."""
+    `unscale_projector`; returns the module's name (None: the model has none by these names).
+    The module's own `forward` is replaced, not hooked: vLLM's `support_torch_compile` (Qwen2.5-VL's
+    merger) calls `forward` directly when not compiling, which skips forward hooks."""
     names = [n for n, _ in model.named_modules() if PROJECTOR_NAMES.match(n.rsplit(".", 1)[-1])]
     if not names:
         return None
     name = min(names, key=lambda n: (n.count("."), n))
+    module = model.get_submodule(name)
+    original = module.forward
 
-    def scaled(module, args, output):
+    def scaled(*args, **kwargs):
+        output = original(*args, **kwargs)
         if isinstance(output, (tuple, list)):
             return type(output)(o * factor if hasattr(o, "mul") else o for o in output)
         return output * factor
 
-    _SCALED.append(model.get_submodule(name).register_forward_hook(scaled))
+    module.forward = scaled
+    _SCALED.append(module)
     return name
 
 
 def unscale_projector(model) -> int:
     removed = len(_SCALED)
     while _SCALED:
-        _SCALED.pop().remove()
+        vars(_SCALED.pop()).pop("forward", None)  # the class's forward again
     return removed
 
 
