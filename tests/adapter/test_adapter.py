@@ -83,3 +83,28 @@ def test_an_api_whose_one_generation_is_gone_is_named_as_unknown(monkeypatch):
     with pytest.raises(SuiteError, match="no generation of test api .*json.no_such_function"):
         single_generation("test api", "json", "no_such_function", "any")
     assert picked()["test api"] == "none known (json.no_such_function)"
+
+
+def test_vllm_inspects_a_model_class_in_this_process_where_no_gpu_is_visible(tmp_path, monkeypatch):
+    """The model-info cache is filled without a subprocess (an import of vLLM each, 8-10 s): with
+    subprocesses refused, a cold cache still gets the entry vLLM reads next time."""
+    import subprocess
+
+    import torch
+
+    from vlcheck.adapter.models import inspect_in_this_process, model_info
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: vLLM keeps its subprocess, so as not to initialise CUDA here")
+    assert inspect_in_this_process()
+
+    run = subprocess.run
+
+    def refused(command, *args, **kwargs):  # vLLM's: [python, -m, vllm.model_executor.models.registry]
+        assert "registry" not in " ".join(map(str, command)), f"vLLM inspected the model in a subprocess: {command}"
+        return run(command, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", refused)
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path))
+    assert model_info("LlavaForConditionalGeneration").supports_multimodal
+    assert list((tmp_path / "modelinfos").glob("*Llava*.json")), "vLLM's cache root moved: no entry written"

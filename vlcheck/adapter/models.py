@@ -35,33 +35,62 @@ def takes_modality(model_cls: type, modality: str, item: int = 1) -> tuple[bool,
         return False, None
 
 
+_IN_PROCESS = {"patched": False}
+
+
+def inspect_in_this_process() -> bool:
+    """Where no GPU is visible, let vLLM inspect a model class in this process instead of a fresh
+    subprocess (returns whether it now does). vLLM does it the first time a config names an
+    architecture whose model file its model-info cache (`$VLLM_CACHE_ROOT/modelinfos`) has no entry
+    for, so as not to initialise CUDA in the caller: an import of vLLM and torch each, 8-10 s on 2
+    cores. The cache is keyed by the model file's hash, so the two ends of an upgrade evict each
+    other's entries, and a cold candidate paid them in most of its 63 families (vLLM 0.33.0: the
+    `processor` check's 412 of 732 CPU seconds). In this process the class is imported anyway (its
+    processor needs it), and the info saved is the same: `_ModelInfo.from_model_cls` of it, which an
+    API server started later then reads from the cache."""
+    if _IN_PROCESS["patched"]:
+        return True
+    import torch
+
+    if torch.cuda.is_available():
+        return False
+    import vllm.model_executor.models.registry as registry
+
+    # vllm 0.24-0.33: _run_in_subprocess(fn) runs fn in a subprocess; _LazyRegisteredModel.inspect_model_cls
+    # reads and writes the cache around it
+    if not callable(getattr(registry, "_run_in_subprocess", None)):
+        return False
+    registry._run_in_subprocess = lambda fn: fn()
+    _IN_PROCESS["patched"] = True
+    return True
+
+
 def warm_model_info_cache(archs: list[str]) -> dict[str, str]:
     """Fill vLLM's model-info cache (`$VLLM_CACHE_ROOT/modelinfos`) for these architectures in this
-    one process. vLLM inspects each architecture in a fresh subprocess the first time a config
-    names it (so as not to initialise CUDA in the caller): 60-odd imports of vLLM, about 380 s of
-    CPU per cold release. Here nothing initialises CUDA (a CPU-only caller), and the cached info is
-    the same: `_ModelInfo.from_model_cls` of the loaded class, saved under the model file's hash.
-    Returns {arch: error} for the ones that could not be inspected (vLLM then tries again itself)."""
-    import vllm.model_executor.models.registry as registry
+    one process (`inspect_in_this_process`; a CPU-only caller). Returns {arch: error} for the ones
+    that could not be inspected (vLLM then tries again itself)."""
     from vllm import ModelRegistry
 
+    inspect_in_this_process()
     errors = {}
-    # vllm 0.24-0.32: _run_in_subprocess(fn) runs fn in a subprocess; _LazyRegisteredModel.inspect_model_cls
-    # reads and writes the cache around it
-    in_subprocess = registry._run_in_subprocess
-    registry._run_in_subprocess = lambda fn: fn()
     # an architecture vLLM does not register is served by its Transformers backend (vllm 0.24-0.32:
     # registry entries named Transformers*), inspected the same way
     backend = sorted(a for a in ModelRegistry.models if a.startswith("Transformers"))
-    try:
-        for arch in [*archs, *backend]:
-            model = ModelRegistry.models.get(arch)
-            if model is None or not hasattr(model, "inspect_model_cls"):
-                continue
-            try:
-                model.inspect_model_cls()
-            except Exception as err:  # an import that fails here fails in vLLM's subprocess too
-                errors[arch] = f"{type(err).__name__}: {str(err)[:200]}"
-    finally:
-        registry._run_in_subprocess = in_subprocess
+    for arch in [*archs, *backend]:
+        model = ModelRegistry.models.get(arch)
+        if model is None or not hasattr(model, "inspect_model_cls"):
+            continue
+        try:
+            model.inspect_model_cls()
+        except Exception as err:  # an import that fails here fails in vLLM's subprocess too
+            errors[arch] = f"{type(err).__name__}: {str(err)[:200]}"
     return errors
+
+
+def model_info(arch: str):
+    """vLLM's inspection of the class serving `arch` (`_ModelInfo`: supports_multimodal, ...), read
+    from its model-info cache or made and saved there (vllm 0.24-0.33: the lazy registry entry's
+    `inspect_model_cls`)."""
+    from vllm import ModelRegistry
+
+    return ModelRegistry.models[arch].inspect_model_cls()

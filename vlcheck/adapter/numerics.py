@@ -217,6 +217,9 @@ def vllm_load_report(folder: str | Path, engine_args: dict | None = None) -> Loa
     keep = ("trust_remote_code", "hf_overrides", "max_model_len", "limit_mm_per_prompt", "mm_processor_kwargs")
     args = {k: v for k, v in (engine_args or {}).items() if k in keep}
     report = LoadReport()
+    from vlcheck.adapter.models import inspect_in_this_process
+
+    inspect_in_this_process()
     with _loader_platform():
         config = EngineArgs(model=str(folder), tokenizer=str(folder), dtype="float32", enforce_eager=True,
                             **args).create_engine_config()

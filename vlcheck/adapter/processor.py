@@ -81,6 +81,9 @@ def create_processor(local_dir: str, engine_args: dict, cached: bool = False) ->
     from vllm.multimodal import MULTIMODAL_REGISTRY
     from vllm.multimodal.cache import MultiModalProcessorOnlyCache
 
+    from vlcheck.adapter.models import inspect_in_this_process
+
+    inspect_in_this_process()
     kwargs = {k: v for k, v in engine_args.items() if k in MODEL_CONFIG_ARGS}
     kwargs.setdefault("dtype", "bfloat16")
     config = ModelConfig(model=local_dir, tokenizer=local_dir, **kwargs)

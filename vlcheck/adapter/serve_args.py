@@ -90,6 +90,9 @@ def resolved_facts(parsed: ParsedLine, model_dir: str) -> dict[str, Any]:
 
 
 def _resolved_facts(parsed: ParsedLine, model_dir: str, AsyncEngineArgs) -> dict[str, Any]:
+    from vlcheck.adapter.models import inspect_in_this_process
+
+    inspect_in_this_process()
     args = parsed.args
     args.model = model_dir
     engine_args = AsyncEngineArgs.from_cli_args(args)
