@@ -28,6 +28,10 @@ Shims (API: generations, with the versions measured to need them):
   Jinja rendering (`chat.py`), the model registry (`models.py`), vLLM's own config classes
   (`configs.py`), tokenizer special-token names (`hf_classes.py`).
 - `numerics.py`: the internals numerical conformance needs (its own docstring lists them).
+- the live engine's model (`engine.py`): `LLM.apply_model` ships a vlcheck function to each worker
+  (the loaded layers' quantization methods; a projector's output scaled for the goldens' power test),
+  which vllm 0.24-0.33 allow with VLLM_ALLOW_INSECURE_SERIALIZATION=1. The model registry's
+  `_run_in_subprocess` (`models.py`, vllm 0.24-0.33) runs in this process where no GPU is visible.
 - servers (`render_server.py`, `serve_args.py`): vLLM's CLI entry point (`vllm.entrypoints.cli.main`)
   and its `serve` subcommand's parser (`ServeSubcommand.subparser_init`), the same on vllm 0.24 and
   0.32 although the render server's module moved (`vllm.entrypoints.cli.launch` ->
@@ -37,15 +41,15 @@ Shims (API: generations, with the versions measured to need them):
 from __future__ import annotations
 
 from vlcheck.adapter.chat import chat_template_content_format, chat_template_fallback, render_chat_template
-from vlcheck.adapter.engine import (AllowedValues, engine_arg_types, engine_arg_values, lora_request,
-                                    prepare_cpu_engine, release_engine_memory, shutdown_engine, version)
+from vlcheck.adapter.engine import (AllowedValues, engine_arg_types, engine_arg_values, loaded_layer_methods,
+                                    lora_request, prepare_cpu_engine, release_engine_memory, shutdown_engine, version)
 from vlcheck.adapter.models import is_multimodal_class, load_model_class, supported_architectures, takes_modality
 from vlcheck.adapter.processor import Processor, apply_processor, create_processor
 
 __all__ = ["AllowedValues", "Processor", "apply_processor", "chat_template_content_format", "chat_template_fallback",
            "create_processor", "describe", "engine_arg_types", "engine_arg_values", "is_multimodal_class",
-           "load_model_class", "lora_request", "prepare_cpu_engine", "release_engine_memory", "render_chat_template",
-           "shutdown_engine", "supported_architectures", "takes_modality", "version"]
+           "load_model_class", "loaded_layer_methods", "lora_request", "prepare_cpu_engine", "release_engine_memory",
+           "render_chat_template", "shutdown_engine", "supported_architectures", "takes_modality", "version"]
 
 
 def describe() -> dict[str, str]:

@@ -1,0 +1,83 @@
+"""The fp8 configuration's judgement without a GPU: its proof is the loaded layers' quantization
+methods (an fp8 engine whose layers run unquantized did not exercise fp8), its own golden is
+recorded with its noise and its distance to the unquantized output, and a run is held to both."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from vlcheck.configurations import quantized
+from vlcheck.configurations.outcome import Measured
+from vlcheck.engine import goldens
+from vlcheck.engine.runs import ShapeRun
+from vlcheck.spec.registry import get_family
+
+QWEN = get_family("qwen2_vl")
+
+
+class Workers:
+    """`LLM.apply_model` as the engine answers it: one result per tensor-parallel rank."""
+
+    def __init__(self, methods):
+        self.methods = methods
+
+    def apply_model(self, fn):
+        return [dict(self.methods)]
+
+
+def handle(tmp_path, methods=None, mode="compare"):
+    (tmp_path / "model").mkdir(exist_ok=True)
+    return SimpleNamespace(llm=Workers(methods or {}), label="seeded-bfloat16", weights="seeded", platform="gpu",
+                           dtype="bfloat16", model_dir=str(tmp_path / "model"), goldens_mode=mode)
+
+
+def outputs(first: float):
+    return [{"prompt_tokens": 30, "token_ids": [5, 7], "top_logprobs": [{"5": first, "6": -2.0}, {"7": -0.1, "8": -3.0}],
+             "text": "ab"}]
+
+
+def run(first: float) -> list[ShapeRun]:
+    return [ShapeRun("image x1", [30], [30], ["length"], outputs(first))]
+
+
+def test_the_proof_is_the_layers_as_loaded_not_the_config(tmp_path):
+    measured = Measured()
+    quantized.fp8_proof(handle(tmp_path, {"Fp8LinearMethod": 12, "UnquantizedLinearMethod": 2}), measured)
+    assert measured.proof["fp8_layers"] == 12 and measured.not_exercised is None
+    unquantized = Measured()
+    quantized.fp8_proof(handle(tmp_path, {"UnquantizedLinearMethod": 14}), unquantized)
+    assert unquantized.proof["fp8_layers"] == 0 and "no loaded layer runs an fp8 method" in unquantized.not_exercised
+
+
+@pytest.fixture
+def golden_root(tmp_path, monkeypatch):
+    monkeypatch.setattr(goldens, "GOLDEN_ROOT", tmp_path / "goldens")
+    monkeypatch.setattr(quantized, "measured_noise", lambda *a, **k: {"alone": {"image x1": 0.001}, "repeat": {"image x1": 0.0}})
+    unquantized = goldens.golden_path("seeded-float32", "qwen2_vl-single")
+    goldens.save(unquantized, {"image x1": outputs(-0.50)}, {"vllm": "0.24.0", "torch": "2.11.0", "gpu": "cpu",
+                                                             "dtype": "float32"})
+    return tmp_path
+
+
+def test_without_its_golden_fp8_fails_saying_how_to_record_it(golden_root):
+    measured = Measured()
+    quantized.against_goldens(QWEN, QWEN.single, handle(golden_root), run(-0.52), measured)
+    assert measured.problems and "no fp8 golden qwen2_vl-single.json" in measured.problems[0]
+    assert measured.facts["distance_to_unquantized"] == {"image x1": 0.02}
+
+
+def test_recorded_then_held_to_its_golden_and_to_its_distance_from_the_unquantized_output(golden_root):
+    recorded = Measured()
+    quantized.against_goldens(QWEN, QWEN.single, handle(golden_root, mode="record"), run(-0.52), recorded)
+    stored = goldens.load(goldens.golden_path("seeded-bfloat16-fp8", "qwen2_vl-single"))
+    assert recorded.problems == [] and stored.extra == {"distance_to_unquantized": {"image x1": 0.02}}
+    assert stored.noise[goldens.environment("bfloat16")["gpu"]]["alone"] == {"image x1": 0.001}
+
+    same = Measured()
+    quantized.against_goldens(QWEN, QWEN.single, handle(golden_root), run(-0.5205), same)
+    assert same.problems == [] and same.facts["golden"] == "match"  # 0.0005 within 3 x 0.001
+
+    drifted = Measured()  # 0.1 from the unquantized output: over 3 x the 0.02 recorded, and off its own golden
+    quantized.against_goldens(QWEN, QWEN.single, handle(golden_root), run(-0.60), drifted)
+    assert any("against the fp8 golden" in p for p in drifted.problems)
+    assert any("0.1 nats from the unquantized output, over 0.06" in p for p in drifted.problems)
