@@ -6,8 +6,8 @@
 # waiting, costs that family only (killed after CONFIG_TIMEOUT). Side by side works for synthetic
 # checkpoints: each engine takes a fixed 1 GiB KV cache (vlcheck/engine/engines.py SYNTHETIC_ENGINE_ARGS);
 # keep JOBS=1 with --vlcheck-weights real.
-# A family-config that needs k GPUs (--vlcheck-tp k; or the real model's tensor_parallel_size
-# with real weights) gets k of them, each with a free slot (CUDA_VISIBLE_DEVICES per process).
+# A family-config that needs k GPUs (--vlcheck-tp k; a configuration such as tp2; or the real model's
+# tensor_parallel_size with real weights) gets k of them, each with a free slot (CUDA_VISIBLE_DEVICES per process).
 # The longest family-configs start first (vlcheck/runners/gpu_durations.json), so the tail is short.
 # Each engine's own output (vLLM's log, a dying process's last words) goes to logs/engines/; an
 # engine that dies or hangs ends its family-config's tests at once, with those last words
@@ -69,7 +69,10 @@ wanted, shard = sys.argv[1].split(), sys.argv[2]
 options = argparse.ArgumentParser(add_help=False)
 options.add_argument("--vlcheck-weights", default="auto")
 options.add_argument("--vlcheck-tp", type=int, default=1)
+options.add_argument("--vlcheck-config", action="append", default=[])
 opts, _ = options.parse_known_args(sys.argv[3:])
+from vlcheck.configurations.registry import select
+config_gpus = max(c.gpus for c in select(opts.vlcheck_config, "gpu"))  # tp2, encoder_dp: 2
 specs = [s for name, s in all_families().items()
          if (not wanted or name in wanted) and s.synthetic is not None and not s.synthetic.unsupported]
 specs = select(specs, Shard.parse(shard) if shard else None)
@@ -85,7 +88,7 @@ for spec, variant in configs:
         path = f"not buildable: {err}"
     print(f"{spec.name} {variant.kind}: {path} ({time.perf_counter() - t:.1f} s)", file=sys.stderr)
     real = opts.vlcheck_weights in ("auto", "real") and real_weights_available(variant) is not None
-    print(f"{spec.name} {variant.kind} {max(opts.vlcheck_tp, variant.gpus_needed if real else 1)}")
+    print(f"{spec.name} {variant.kind} {max(opts.vlcheck_tp, config_gpus, variant.gpus_needed if real else 1)}")
 PY
 ) || { echo "building the synthetic checkpoints failed:"; tail "$out/logs/build.log"; exit 1; }
 echo "$(echo "$configs" | grep -c .) family-configs${SHARD:+ (shard $SHARD)}, GPUs ${gpus[*]}, JOBS=$jobs_per_gpu per GPU"

@@ -27,7 +27,8 @@ class Measured:
     """What the answers were held to, for the passing cell's reason."""
 
 
-INFORMATIONAL = ("proof", "engine_start_s", "distance_to_eager", "distance_to_unquantized", "media_change_nats", "server_start_s")
+INFORMATIONAL = ("proof", "engine_start_s", "distance_to_eager", "distance_to_unquantized", "distance_to_tp1",
+                 "media_change_nats", "server_start_s")
 """Recorded for people, never compared: counters that follow the scheduler's batching, float distances."""
 
 

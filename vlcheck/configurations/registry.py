@@ -42,8 +42,11 @@ class Configuration:
     served: bool = False
     """Runs through vLLM's OpenAI API server (one per family-config) instead of the offline `LLM`."""
     checkpoint: str = "default"
-    """`default`, or `layer_pattern`: the synthetic checkpoint keeps the real model's attention
-    layer pattern (sliding and full layers) instead of its first entries."""
+    """`default`; `layer_pattern`: the synthetic checkpoint keeps the real model's attention layer
+    pattern (sliding and full layers) instead of its first entries; `tp_ready`: its heads split over
+    tensor-parallel ranks (`engine.tensor_parallel`), held to TP=1 on the same checkpoint."""
+    gpus: int = 1
+    """GPUs one engine of this configuration takes (scripts/gpu-tier.sh gives a family-config as many)."""
     serve_line: str | None = None
     """A user's `vllm serve` flags this configuration was made from."""
 
@@ -93,6 +96,14 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "fp8", "online fp8 quantization of the unquantized weights (quantization=\"fp8\"), in bfloat16",
         "layers of the loaded model run an fp8 quantization method (read in the engine: LLM.apply_model)",
         {"quantization": "fp8", "dtype": "bfloat16"}, platforms=("gpu",)),
+    Configuration(
+        "tp2", "tensor parallelism over 2 GPUs (tensor_parallel_size=2): every layer sharded, the vision tower too",
+        "the loaded model answered from 2 tensor-parallel workers (LLM.apply_model: one answer per rank)",
+        {"tensor_parallel_size": 2}, platforms=("gpu",), checkpoint="tp_ready", gpus=2),
+    Configuration(
+        "encoder_dp", "tensor parallelism over 2 GPUs with the vision encoder data-parallel (mm_encoder_tp_mode=data)",
+        "2 tensor-parallel workers, and the engine's multimodal config says mm_encoder_tp_mode data",
+        {"tensor_parallel_size": 2, "mm_encoder_tp_mode": "data"}, platforms=("gpu",), checkpoint="tp_ready", gpus=2),
 )}
 
 DEFAULT = EAGER.name

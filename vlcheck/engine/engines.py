@@ -200,9 +200,13 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
     or `layer_pattern` (a configuration's `checkpoint`): the synthetic build that keeps the real
     attention layer pattern with a small window, never real weights (their windows are thousands
     of tokens). On the `cpu` platform "auto" never picks real weights (a real VLM on 2 cores is not a test)."""
-    if checkpoint not in ("default", "layer_pattern"):
-        raise ValueError(f"checkpoint {checkpoint!r}: `default` or `layer_pattern`")
+    if checkpoint not in ("default", "layer_pattern", "tp_ready"):
+        raise ValueError(f"checkpoint {checkpoint!r}: `default`, `layer_pattern` or `tp_ready`")
     layer_pattern = checkpoint == "layer_pattern"
+    if checkpoint == "tp_ready":
+        from vlcheck.engine.tensor_parallel import TP_READY_HEADS
+
+        heads, weights = TP_READY_HEADS, "seeded"  # its heads split; TP=1 on the same weights is the reference
     args = variant_engine_args(variant)
     if layer_pattern and weights == "real":
         raise EngineUnavailable(f"{spec.name}: the layer-pattern checkpoint is synthetic, and --vlcheck-weights is real",
