@@ -71,8 +71,8 @@ options.add_argument("--vlcheck-weights", default="auto")
 options.add_argument("--vlcheck-tp", type=int, default=1)
 options.add_argument("--vlcheck-config", action="append", default=[])
 opts, _ = options.parse_known_args(sys.argv[3:])
-from vlcheck.configurations.registry import select
-config_gpus = max(c.gpus for c in select(opts.vlcheck_config, "gpu"))  # tp2, encoder_dp: 2
+from vlcheck.configurations.registry import select as configurations
+config_gpus = max(c.gpus for c in configurations(opts.vlcheck_config, "gpu"))  # tp2, encoder_dp: 2
 specs = [s for name, s in all_families().items()
          if (not wanted or name in wanted) and s.synthetic is not None and not s.synthetic.unsupported]
 specs = select(specs, Shard.parse(shard) if shard else None)

@@ -76,3 +76,11 @@ def test_shards_of_the_tier_run_every_family_config_once(tmp_path):
     first, _ = _run_tier(tmp_path / "1", "0", 4, shard="1/2")
     second, _ = _run_tier(tmp_path / "2", "0", 4, shard="2/2")
     assert first and second and not first.keys() & second.keys() and len({*first, *second}) == 5
+
+
+def test_a_configuration_on_two_gpus_gets_two_and_one_on_one_gpu_gets_one(tmp_path):
+    (tmp_path / "tp2").mkdir(), (tmp_path / "chunked").mkdir()
+    sharded, _ = _run_tier(tmp_path / "tp2", "0 1", 1, "--vlcheck-config", "tp2")
+    assert {r["gpus"] for r in sharded.values()} == {"0,1"}
+    single, _ = _run_tier(tmp_path / "chunked", "0 1", 1, "--vlcheck-config", "chunked")
+    assert {r["gpus"] for r in single.values()} == {"0", "1"}
