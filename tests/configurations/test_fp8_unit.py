@@ -8,7 +8,7 @@ import pytest
 
 from vlcheck.configurations import quantized
 from vlcheck.configurations.outcome import Measured
-from vlcheck.engine import goldens
+from vlcheck.engine import goldens, runs
 from vlcheck.engine.runs import ShapeRun
 from vlcheck.spec.registry import get_family
 
@@ -52,7 +52,7 @@ def test_the_proof_is_the_layers_as_loaded_not_the_config(tmp_path):
 @pytest.fixture
 def golden_root(tmp_path, monkeypatch):
     monkeypatch.setattr(goldens, "GOLDEN_ROOT", tmp_path / "goldens")
-    monkeypatch.setattr(quantized, "measured_noise", lambda *a, **k: {"alone": {"image x1": 0.001}, "repeat": {"image x1": 0.0}})
+    monkeypatch.setattr(runs, "measured_noise", lambda *a, **k: {"alone": {"image x1": 0.001}, "repeat": {"image x1": 0.0}})
     unquantized = goldens.golden_path("seeded-float32", "qwen2_vl-single")
     goldens.save(unquantized, {"image x1": outputs(-0.50)}, {"vllm": "0.24.0", "torch": "2.11.0", "gpu": "cpu",
                                                              "dtype": "float32"})

@@ -56,4 +56,6 @@ def test_the_proof_is_the_workers_that_answered_and_the_encoder_mode_the_engine_
     weights = Measured()
     sharded.sharding_proof(SimpleNamespace(llm=Engine(2, "weights")), ENCODER_DP, weights)
     assert "not run data-parallel" in weights.not_exercised
-    assert sharded.sharding_proof(SimpleNamespace(llm=Engine(2, "weights")), TP2, Measured()) is None
+    sharded_weights = Measured()  # tp2 asks for no encoder mode: the default one is its path
+    sharded.sharding_proof(SimpleNamespace(llm=Engine(2, "weights")), TP2, sharded_weights)
+    assert sharded_weights.not_exercised is None and sharded_weights.proof["tensor_parallel_workers"] == 2

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from vlcheck.runners.testing import assert_as_scoped, modality_of
-from vlcheck.engine import goldens, noise
-from vlcheck.engine.runs import generation_runs, measured_noise, stop_run
+from vlcheck.engine import goldens
+from vlcheck.engine.runs import generation_runs, record_golden, remeasured_noise, stop_run
 from vlcheck.spec.schema import config_id
 
 pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
@@ -48,21 +48,18 @@ def test_greedy_outputs_match_golden(family, variant, engine, request):
     stored = goldens.load(path)
     if request.config.getoption("--vlcheck-update-goldens"):
         assert_none("the outputs cannot be a golden:")
-        goldens.save(path, actual, now, noise.merged(None, now["gpu"], now, measured_noise(family, variant, engine)))
-        request.node.user_properties.append(("noise", goldens.load(path).noise))
+        request.node.user_properties.append(("noise", record_golden(family, variant, engine, path, actual).noise))
         return
     if stored is None:
         pytest.fail(f"no golden {path.relative_to(goldens.GOLDEN_ROOT.parent.parent)}: record it with "
                     "--vlcheck-update-goldens and review it", pytrace=False)
     assert set(actual) == set(stored.outputs), f"request shapes {sorted(actual)}, golden has {sorted(stored.outputs)}"
     if request.config.getoption("--vlcheck-measure-noise"):
-        why_not = noise.can_measure(stored.recorded_on, now)
-        assert why_not is None, f"{family.name} [{variant.kind}]: {why_not}"
-        measured = measured_noise(family, variant, engine, stored)
-        goldens.save(path, stored.outputs, stored.recorded_on,
-                     noise.merged(stored.noise, now["gpu"], stored.recorded_on, measured), **stored.extra)
-        stored = goldens.load(path)
-        request.node.user_properties.append(("noise", measured))
+        try:
+            stored = remeasured_noise(family, variant, engine, path, stored)
+        except ValueError as err:  # another vLLM, torch or dtype than the golden's
+            pytest.fail(f"{family.name} [{variant.kind}]: {err}", pytrace=False)
+        request.node.user_properties.append(("noise", stored.noise[now["gpu"]]))
     for shape, (rule, moved) in goldens.compare_shapes(stored, actual, now).items():
         problems[modality_of(shape)] += [f"{shape}: {p}" for p in moved]
         request.node.user_properties.append((f"golden_rule {shape}", str(rule)))

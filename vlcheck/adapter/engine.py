@@ -344,7 +344,7 @@ def unscale_projector(model) -> int:
 
 def scaled_projector(llm, factor: float) -> list[str | None]:
     """`scale_projector` in every worker: a change planted in the running engine (eager engines
-    only: a captured CUDA graph would not call the hook)."""
+    only: a captured CUDA graph would not call the replaced `forward`)."""
     import functools
 
     return llm.apply_model(functools.partial(scale_projector, factor=factor))

@@ -35,7 +35,8 @@ def takes_modality(model_cls: type, modality: str, item: int = 1) -> tuple[bool,
         return False, None
 
 
-_IN_PROCESS = {"patched": False}
+def _here(fn):
+    return fn()
 
 
 def inspect_in_this_process() -> bool:
@@ -48,20 +49,17 @@ def inspect_in_this_process() -> bool:
     `processor` check's 412 of 732 CPU seconds). In this process the class is imported anyway (its
     processor needs it), and the info saved is the same: `_ModelInfo.from_model_cls` of it, which an
     API server started later then reads from the cache."""
-    if _IN_PROCESS["patched"]:
-        return True
-    import torch
-
-    if torch.cuda.is_available():
-        return False
     import vllm.model_executor.models.registry as registry
 
     # vllm 0.24-0.33: _run_in_subprocess(fn) runs fn in a subprocess; _LazyRegisteredModel.inspect_model_cls
     # reads and writes the cache around it
-    if not callable(getattr(registry, "_run_in_subprocess", None)):
+    if getattr(registry, "_run_in_subprocess", None) is _here:
+        return True
+    import torch
+
+    if torch.cuda.is_available() or not callable(getattr(registry, "_run_in_subprocess", None)):
         return False
-    registry._run_in_subprocess = lambda fn: fn()
-    _IN_PROCESS["patched"] = True
+    registry._run_in_subprocess = _here
     return True
 
 

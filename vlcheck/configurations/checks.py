@@ -12,10 +12,10 @@ from vlcheck.core.results import CheckResult, Status, from_exception
 from vlcheck.spec.schema import FamilySpec, Variant
 
 MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.configurations.video_file",
-               "long": "vlcheck.configurations.long_prompts", "tp2": "vlcheck.configurations.sharded",
-               "encoder_dp": "vlcheck.configurations.sharded"}
-"""The configurations with a module of their own; every other one (chunked, prefix, a user's
-flags) runs the offline engine's requests: vlcheck.configurations.offline."""
+               "long": "vlcheck.configurations.long_prompts", "fp8": "vlcheck.configurations.quantized",
+               "tp2": "vlcheck.configurations.sharded", "encoder_dp": "vlcheck.configurations.sharded"}
+"""The configurations with a module of their own; every other one (chunked, prefix, compiled, a
+user's flags) runs the offline engine's requests: vlcheck.configurations.offline."""
 
 
 def engine_overrides(config: Configuration) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from vlcheck import adapter
 from vlcheck.adapter import scheduler
-from vlcheck.configurations import quantized
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import PREFIX_BLOCK, Configuration
 from vlcheck.engine import goldens
@@ -28,14 +27,8 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     raw = handle.llm._llm
     why_no_steps = scheduler.available(raw)
     with (scheduler.recorded_steps(raw) if why_no_steps is None else nullcontext()) as log:
-        runs = g.generation_runs(spec, variant, handle)
-    measured.facts["prompt_tokens"] = {r.shape: r.prompt_tokens for r in runs}
-    measured.problems += [f"{r.shape}: engine {r.prompt_tokens} prompt tokens, CPU processor {r.expected_prompt_tokens}"
-                          for r in runs if r.prompt_tokens != r.expected_prompt_tokens]
-    if config.name == "fp8":
-        quantized.against_goldens(spec, variant, handle, runs, measured)
-    else:
-        against_eager(spec, variant, handle, runs, measured)
+        runs = generation(spec, variant, handle, measured)
+    against_eager(spec, variant, handle, runs, measured)
     sees_media(spec, variant, handle, measured)
     if config.name == "chunked":
         chunked_proof(log, why_no_steps, measured)
@@ -43,11 +36,18 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
         prefix_probes(spec, variant, handle, runs, measured)
     elif config.name == "compiled":
         compiled_proof(handle, measured)
-    elif config.name == "fp8":
-        quantized.fp8_proof(handle, measured)
     else:  # a user's flags: the engine started with them
         measured.proof = {"engine_args": config.engine_args}
     return measured
+
+
+def generation(spec: FamilySpec, variant: Variant, handle, measured: Measured) -> list[g.ShapeRun]:
+    """The example's requests on the configured engine, their prompt token counts held to vLLM's processor."""
+    runs = g.generation_runs(spec, variant, handle)
+    measured.facts["prompt_tokens"] = {r.shape: r.prompt_tokens for r in runs}
+    measured.problems += [f"{r.shape}: engine {r.prompt_tokens} prompt tokens, CPU processor {r.expected_prompt_tokens}"
+                          for r in runs if r.prompt_tokens != r.expected_prompt_tokens]
+    return runs
 
 
 def against_eager(spec: FamilySpec, variant: Variant, handle, runs: list[g.ShapeRun], measured: Measured) -> None:
@@ -57,14 +57,10 @@ def against_eager(spec: FamilySpec, variant: Variant, handle, runs: list[g.Shape
         measured.facts["golden"] = "no eager golden recorded"
         measured.problems.append("no eager golden to compare with: record the eager one (--vlcheck-update-goldens)")
         return
-    compared = goldens.compare_shapes(stored, {r.shape: r.outputs for r in runs},
-                                      goldens.environment(handle.dtype, handle.model_dir))
-    moved = [f"{shape}: {p}" for shape, (_, found) in compared.items() for p in found]
-    measured.facts["golden"] = moved or "match"
+    measured.held_to_golden(goldens.compare_shapes(stored, {r.shape: r.outputs for r in runs},
+                                                   goldens.environment(handle.dtype, handle.model_dir)), "the eager golden")
     measured.facts["distance_to_eager"] = {r.shape: goldens.largest_difference(stored.outputs.get(r.shape, []), r.outputs)
                                            for r in runs}
-    measured.problems += [f"against the eager golden (within {rule}): {shape}: {p}"
-                          for shape, (rule, found) in compared.items() for p in found]
 
 
 def sees_media(spec: FamilySpec, variant: Variant, handle, measured: Measured) -> None:

@@ -26,6 +26,12 @@ class Measured:
     reference: str = "the eager engine"
     """What the answers were held to, for the passing cell's reason."""
 
+    def held_to_golden(self, compared: dict, golden: str) -> None:
+        """`goldens.compare_shapes`'s result as the `golden` fact and a problem per move, naming `golden`."""
+        self.facts["golden"] = [f"{shape}: {p}" for shape, (_, found) in compared.items() for p in found] or "match"
+        self.problems += [f"against {golden} (within {rule}): {shape}: {p}"
+                          for shape, (rule, found) in compared.items() for p in found]
+
 
 INFORMATIONAL = ("proof", "engine_start_s", "distance_to_eager", "distance_to_unquantized", "distance_to_tp1",
                  "media_change_nats", "server_start_s")

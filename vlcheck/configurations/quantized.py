@@ -12,10 +12,12 @@ method (`adapter.loaded_layer_methods`), read in the engine, not taken from the 
 from __future__ import annotations
 
 from vlcheck import adapter
+from vlcheck.configurations.offline import generation, sees_media
 from vlcheck.configurations.outcome import Measured
+from vlcheck.configurations.registry import Configuration
 from vlcheck.engine import goldens, noise
 from vlcheck.engine.engines import SEEDED_DTYPES
-from vlcheck.engine.runs import ShapeRun, measured_noise
+from vlcheck.engine.runs import ShapeRun, record_golden, remeasured_noise
 from vlcheck.spec.schema import FamilySpec, Variant, config_id
 
 
@@ -31,6 +33,15 @@ def unquantized_golden(spec: FamilySpec, variant: Variant, handle) -> goldens.Go
         if stored is not None:
             return stored
     return None
+
+
+def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -> Measured:
+    measured = Measured()
+    runs = generation(spec, variant, handle, measured)
+    against_goldens(spec, variant, handle, runs, measured)
+    sees_media(spec, variant, handle, measured)
+    fp8_proof(handle, measured)
+    return measured
 
 
 def fp8_proof(handle, measured: Measured) -> None:
@@ -50,14 +61,12 @@ def against_goldens(spec: FamilySpec, variant: Variant, handle, runs: list[Shape
     measured.facts["distance_to_unquantized"] = distance or "no unquantized golden recorded"
     measured.reference = "its own fp8 golden, near the unquantized one"
     path = goldens.golden_path(golden_label(handle), config_id(spec, variant), handle.platform)
-    now = goldens.environment(handle.dtype, handle.model_dir)
     stored = goldens.load(path)
     if handle.goldens_mode == "record":
         measured.problems += [f"{shape}: the outputs cannot be a golden: {p}" for shape, out in actual.items()
                               for p in goldens.unusable(out)]
         if not measured.problems:
-            goldens.save(path, actual, now, noise.merged(None, now["gpu"], now, measured_noise(spec, variant, handle)),
-                         distance_to_unquantized=distance)
+            record_golden(spec, variant, handle, path, actual, distance_to_unquantized=distance)
         measured.facts["golden"] = "recorded"
         return
     if stored is None:
@@ -66,23 +75,15 @@ def against_goldens(spec: FamilySpec, variant: Variant, handle, runs: list[Shape
                                  "and review it")
         return
     if handle.goldens_mode == "measure_noise":
-        why_not = noise.can_measure(stored.recorded_on, now)
-        if why_not:
-            measured.problems.append(why_not)
+        try:
+            stored = remeasured_noise(spec, variant, handle, path, stored)
+        except ValueError as err:  # another vLLM, torch or dtype than the golden's
+            measured.problems.append(str(err))
             return
-        goldens.save(path, stored.outputs, stored.recorded_on,
-                     noise.merged(stored.noise, now["gpu"], stored.recorded_on, measured_noise(spec, variant, handle, stored)),
-                     **stored.extra)
-        stored = goldens.load(path)
-    compared = goldens.compare_shapes(stored, actual, now)
-    moved = [f"{shape}: {p}" for shape, (_, found) in compared.items() for p in found]
-    measured.facts["golden"] = moved or "match"
-    measured.problems += [f"against the fp8 golden (within {rule}): {shape}: {p}"
-                          for shape, (rule, found) in compared.items() for p in found]
+    measured.held_to_golden(goldens.compare_shapes(stored, actual, goldens.environment(handle.dtype, handle.model_dir)),
+                            "the fp8 golden")
     recorded = stored.extra.get("distance_to_unquantized") or {}
     for shape, now_nats in distance.items():
-        if shape in recorded:
-            bound = round(noise.NOISE_FACTOR * max(recorded[shape], noise.RESOLUTION), 6)
-            if now_nats > bound:
-                measured.problems.append(f"{shape}: {now_nats} nats from the unquantized output, over {bound} "
-                                         f"({noise.NOISE_FACTOR} x the {recorded[shape]} measured when the golden was recorded)")
+        if shape in recorded and now_nats > (bound := noise.scaled(recorded[shape])):
+            measured.problems.append(f"{shape}: {now_nats} nats from the unquantized output, over {bound} "
+                                     f"({noise.NOISE_FACTOR} x the {recorded[shape]} measured when the golden was recorded)")

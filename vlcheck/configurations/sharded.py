@@ -12,7 +12,7 @@ mode in its config. The TP=1 reference engine runs beside the TP=2 one for the l
 from __future__ import annotations
 
 from vlcheck import adapter
-from vlcheck.configurations.offline import sees_media
+from vlcheck.configurations.offline import generation, sees_media
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import Configuration
 from vlcheck.engine import goldens
@@ -30,10 +30,7 @@ def applies(spec: FamilySpec, variant: Variant) -> str | None:
 
 def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -> Measured:
     measured = Measured(reference="TP=1 on the same checkpoint")
-    runs = g.generation_runs(spec, variant, handle)
-    measured.facts["prompt_tokens"] = {r.shape: r.prompt_tokens for r in runs}
-    measured.problems += [f"{r.shape}: engine {r.prompt_tokens} prompt tokens, CPU processor {r.expected_prompt_tokens}"
-                          for r in runs if r.prompt_tokens != r.expected_prompt_tokens]
+    runs = generation(spec, variant, handle, measured)
     sharding_proof(handle, config, measured)
     reference = tp1_outputs(spec, variant, handle)
     measured.facts["distance_to_tp1"] = {r.shape: goldens.largest_difference(reference[r.shape], r.outputs) for r in runs}
@@ -54,13 +51,20 @@ def sharding_proof(handle, config: Configuration, measured: Measured) -> None:
         measured.not_exercised = f"the engine's mm_encoder_tp_mode is {mode!r}: the encoder was not run data-parallel"
 
 
+_TP1: dict[tuple, dict[str, list[dict]]] = {}
+"""TP=1 outputs measured in this process: tp2 and encoder_dp share one reference engine start."""
+
+
 def tp1_outputs(spec: FamilySpec, variant: Variant, handle) -> dict[str, list[dict]]:
     """The example's requests on the same checkpoint, weights and dtype at TP=1, in an engine of its own."""
     from vlcheck.engine.engines import EngineCache
 
-    cache = EngineCache()
-    try:
-        tp1 = cache.get(spec, variant, "seeded", handle.platform, checkpoint="tp_ready", dtype=handle.dtype)
-        return {r.shape: r.outputs for r in g.generation_runs(spec, variant, tp1)}
-    finally:
-        cache.close()
+    key = (spec.name, variant.kind, handle.platform, handle.dtype, handle.model_dir)
+    if key not in _TP1:
+        cache = EngineCache()
+        try:
+            tp1 = cache.get(spec, variant, "seeded", handle.platform, checkpoint="tp_ready", dtype=handle.dtype)
+            _TP1[key] = {r.shape: r.outputs for r in g.generation_runs(spec, variant, tp1)}
+        finally:
+            cache.close()
+    return _TP1[key]

@@ -8,7 +8,7 @@ top-5 logprobs move without any change to vLLM, torch or the checkpoint:
 - `against_golden`: the golden replayed on this GPU (only where it was recorded on another one).
 
 The tolerance of a comparison is `NOISE_FACTOR` x the largest of these for that shape on the GPU
-that compares (`at_least` below: never under the logprobs' rounding). A GPU with no measurement
+that compares (`scaled`: never under the logprobs' rounding). A GPU with no measurement
 takes the largest measured on any GPU, and says so. Noise is measured on the versions the golden
 was recorded on (`--vlcheck-measure-noise`, and with every `--vlcheck-update-goldens`): what another
 vLLM moves beyond it is a change to show, never noise.
@@ -39,6 +39,11 @@ class Tolerance:
         return f"{self.nats} nats ({self.basis})"
 
 
+def scaled(nats: float) -> float:
+    """A measured distance as a bound: `NOISE_FACTOR` x it, at least `NOISE_FACTOR` x the rounding."""
+    return round(NOISE_FACTOR * max(nats, RESOLUTION), 6)
+
+
 def _largest(measured: dict[str, dict[str, float]], shape: str) -> float | None:
     values = [by_shape[shape] for kind, by_shape in measured.items() if kind in KINDS and shape in by_shape]
     return max(values) if values else None
@@ -55,8 +60,7 @@ def tolerance(noise: dict | None, device: str, shape: str) -> Tolerance | None:
     else:
         largest = max(_largest(n, shape) for n in measured.values())
         where = f"no noise measured on {device}: the largest measured on {', '.join(sorted(measured))}"
-    return Tolerance(round(NOISE_FACTOR * max(largest, RESOLUTION), 6),
-                     f"{NOISE_FACTOR} x {largest} nats of noise, {where}")
+    return Tolerance(scaled(largest), f"{NOISE_FACTOR} x {largest} nats of noise, {where}")
 
 
 def can_measure(recorded_on: dict | None, now: dict[str, str]) -> str | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vlcheck import adapter
-from vlcheck.engine import goldens
+from vlcheck.engine import goldens, noise
 from vlcheck.engine.engines import EngineHandle, cache_counters
 from vlcheck.prompt.render import NUM_PROMPTS, request_prompts
 from vlcheck.prompt.requests import build, example_prompts, media_data
@@ -89,6 +89,28 @@ def measured_noise(spec: FamilySpec, variant: Variant, handle: EngineHandle,
         found["against_golden"] = {shape: goldens.largest_difference(golden.outputs[shape], out)
                                    for shape, out in batched.items() if shape in golden.outputs}
     return found
+
+
+def record_golden(spec: FamilySpec, variant: Variant, handle: EngineHandle, path, outputs: dict[str, list[dict]],
+                  **extra) -> goldens.Golden:
+    """`outputs` saved as the golden at `path`, with this engine's noise and a configuration's `extra`."""
+    now = goldens.environment(handle.dtype, handle.model_dir)
+    goldens.save(path, outputs, now, noise.merged(None, now["gpu"], now, measured_noise(spec, variant, handle)), **extra)
+    return goldens.load(path)
+
+
+def remeasured_noise(spec: FamilySpec, variant: Variant, handle: EngineHandle, path,
+                     stored: goldens.Golden) -> goldens.Golden:
+    """The golden at `path` with this GPU's noise measured and stored beside its earlier
+    measurements; raises ValueError where this run's versions are not the golden's (`noise.can_measure`)."""
+    now = goldens.environment(handle.dtype, handle.model_dir)
+    why_not = noise.can_measure(stored.recorded_on, now)
+    if why_not:
+        raise ValueError(why_not)
+    measured = measured_noise(spec, variant, handle, stored)
+    goldens.save(path, stored.outputs, stored.recorded_on, noise.merged(stored.noise, now["gpu"], stored.recorded_on, measured),
+                 **stored.extra)
+    return goldens.load(path)
 
 
 @dataclass

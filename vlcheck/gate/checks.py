@@ -146,6 +146,16 @@ def _lazy(where: str) -> Callable[[FamilySpec, Variant], CheckResult]:
     return functools.partial(_call, where)
 
 
+def code_of(fn: Callable) -> tuple[str, str]:
+    """(module, function) of the code a check's function runs: a lazily named check's target
+    (`_lazy`), else the function itself (a partial's)."""
+    if isinstance(fn, functools.partial) and fn.func is _call:
+        module, _, name = fn.args[0].partition(":")
+        return module, name
+    fn = getattr(fn, "func", fn)
+    return fn.__module__, fn.__name__
+
+
 CATALOGUE: dict[str, Check] = {c.name: c for c in (
     Check("spec", None, "tests/prompt_format/test_specs_match_seeds.py::test_spec_matches_example",
           per_family=check_spec),

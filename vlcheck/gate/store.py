@@ -19,6 +19,7 @@ from typing import Any
 
 from vlcheck.core.results import CheckResult, Status
 from vlcheck.gate import cell_inputs
+from vlcheck.gate.checks import code_of
 from vlcheck.spec.schema import FamilySpec
 
 STORE_ENV = "VLCHECK_STORE"
@@ -46,16 +47,12 @@ class ResultStore:
 
     def key(self, check, spec: FamilySpec, engine: dict[str, Any] | None = None) -> str:
         fn = check.per_family or check.run
-        target = getattr(fn, "args", None)
-        fn = getattr(fn, "func", fn)  # functools.partial
-        module, name = fn.__module__, fn.__name__
-        if target and isinstance(target[0], str) and ":" in target[0]:  # gate.checks._lazy("module:function")
-            module, _, name = target[0].partition(":")
+        module, name = code_of(fn)
         code = [cell_inputs.code_digest("vlcheck.gate.checks", "run_cell")]
         if module in cell_inputs.modules():
             code.append(cell_inputs.code_digest(module, name))
         else:  # a function outside vlcheck (a test's, a plugin's): its own source
-            code.append(cell_inputs.source_digest(fn))
+            code.append(cell_inputs.source_digest(getattr(fn, "func", fn)))
         return cell_inputs.as_key({
             "format": FORMAT, "check": check.name, "declared_as": check.declared_as,
             "code": code,
