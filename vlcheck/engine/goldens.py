@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -284,4 +285,7 @@ def save(path: Path, outputs: dict[str, list[dict]], recorded_on: dict[str, str]
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"recorded_on": recorded_on, "outputs": outputs, **({"noise": measured_noise} if measured_noise else {}),
             **extra}
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    # Replaced whole: a tier that measures noise rewrites goldens that a process beside it may be reading.
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(partial, path)
