@@ -81,3 +81,23 @@ def test_recorded_then_held_to_its_golden_and_to_its_distance_from_the_unquantiz
     quantized.against_goldens(QWEN, QWEN.single, handle(golden_root), run(-0.60), drifted)
     assert any("against the fp8 golden" in p for p in drifted.problems)
     assert any("0.1 nats from the unquantized output, over 0.06" in p for p in drifted.problems)
+
+
+def test_fp8_generation_and_its_noise_run_one_request_per_batch(monkeypatch):
+    # fp8's dynamic activation scale sees the whole batch: batched goldens moved up to 0.73 nats with
+    # their neighbours on an H100, so its goldens and their repeat run each request alone
+    calls = []
+
+    def run_shape(spec, variant, h, modality, count, alone=False, salt=None, uuid_tag=None):
+        calls.append(alone)
+        return ShapeRun(f"{modality} x{count}", [30], [30], ["length"], outputs(-0.5))
+
+    monkeypatch.setattr(runs, "run_shape", run_shape)
+    monkeypatch.setattr(goldens, "environment", lambda *args: {"gpu": "NVIDIA H100 80GB HBM3"})
+    variant = QWEN.variants[0]
+    fp8 = SimpleNamespace(generation_runs=None, one_request_per_batch=True, dtype="bfloat16")
+    found = runs.measured_noise(QWEN, variant, fp8)
+    assert calls and all(calls) and set(found) == {"repeat"}
+    calls.clear()
+    eager = SimpleNamespace(generation_runs=None, one_request_per_batch=False, dtype="float32")
+    assert set(runs.measured_noise(QWEN, variant, eager)) == {"repeat", "alone"} and not all(calls)

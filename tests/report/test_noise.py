@@ -68,3 +68,45 @@ def test_noise_is_measured_only_on_the_versions_the_golden_was_recorded_on():
     why = noise.can_measure(H200, {**H100, "vllm": "0.33.0"})
     assert "vllm 0.33.0 (golden: 0.24.0)" in why and "a change, not noise" in why
     assert "re-record" in noise.can_measure(None, H100)
+
+
+def test_a_configurations_distance_to_eager_counts_for_that_configuration_only():
+    # compiled moved paligemma2's goldens 0.000235 nats where its batch noise on the H100 was 7.1e-05
+    with_compiled = noise.with_configuration(MEASURED, H100["gpu"], H200, "compiled", {"image x1": 0.004})
+    assert noise.tolerance(with_compiled, H100["gpu"], "image x1", "compiled").nats == 0.012
+    assert noise.tolerance(with_compiled, H100["gpu"], "image x1").nats == 0.0066  # the eager golden's own
+    assert noise.tolerance(with_compiled, H100["gpu"], "image x1", "chunked").nats == 0.0066
+    assert "no chunked distance to the eager golden measured" in noise.tolerance(with_compiled, H100["gpu"], "image x1",
+                                                                                 "chunked").basis
+    # measuring the batch noise again keeps the configuration's distance
+    again = noise.merged(with_compiled, H100["gpu"], H200, {"alone": {"image x1": 0.0001}, "repeat": {"image x1": 0.0}})
+    assert again[H100["gpu"]]["compiled"] == {"image x1": 0.004} and "against_golden" not in again[H100["gpu"]]
+
+
+def test_a_configurations_distance_is_noise_only_with_the_same_tokens_and_under_the_ceiling():
+    assert noise.configuration_distance_refused("compiled", {"image x1": 0.0009}, []) is None
+    # glm4_1v compiled on vLLM 0.24.0: 1.3 nats at the first token, other tokens
+    assert "other tokens" in noise.configuration_distance_refused("compiled", {"image x1": 1.3}, ["image x1"])
+    over = noise.configuration_distance_refused("compiled", {"image x1": 0.02}, [])
+    assert "over 0.01" in over and "a finding, not noise" in over
+
+
+def test_a_configurations_distance_is_stored_with_the_eager_golden_and_refused_on_other_versions(tmp_path):
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from vlcheck.engine import runs
+
+    path = tmp_path / "g.json"
+    goldens.save(path, {"image x1": OUT}, H200, MEASURED)
+    handle = SimpleNamespace(dtype="float32", model_dir=str(tmp_path))
+    with mock.patch.object(goldens, "environment", return_value=H100):
+        stored = runs.with_configuration_distance(handle, path, goldens.load(path), "compiled", moved(0.0005))
+    assert stored.noise[H100["gpu"]]["compiled"] == {"image x1": 0.0005} and stored.outputs == {"image x1": OUT}
+    with mock.patch.object(goldens, "environment", return_value={**H100, "vllm": "0.33.0"}):
+        try:
+            runs.with_configuration_distance(handle, path, stored, "compiled", moved(0.0005))
+        except ValueError as err:
+            assert "a change, not noise" in str(err)
+        else:
+            raise AssertionError("a distance measured on another vLLM was stored as noise")

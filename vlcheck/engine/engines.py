@@ -109,6 +109,10 @@ class EngineHandle:
     the engine's prompt token counts are compared with."""
     generation_runs: list | None = None
     """`runs.generation_runs` of this engine, once measured."""
+    one_request_per_batch: bool = False
+    """Generation runs each request in a batch of its own: for an engine whose outputs depend on the
+    batch a request lands in (fp8's dynamic per-tensor activation scales: a request's neighbours
+    moved its logprobs up to 0.73 nats on an H100), so that its goldens hold what the code computes."""
     dtype: str = "auto"
     watchdog: Any = None
     reported: bool = False

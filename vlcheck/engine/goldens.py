@@ -152,9 +152,9 @@ def tolerance_for(recorded_on: dict | None, now: dict[str, str]) -> float:
     return REPEAT_TOLERANCE if same_environment(recorded_on, now) else NOISE_TOLERANCE
 
 
-def shape_tolerance(stored: "Golden", now: dict[str, str], shape: str) -> noise.Tolerance:
+def shape_tolerance(stored: "Golden", now: dict[str, str], shape: str, configuration: str | None = None) -> noise.Tolerance:
     """The measured noise's tolerance for `shape` where the golden stores it, else the fixed one, saying so."""
-    measured = noise.tolerance(stored.noise, now["gpu"], shape)
+    measured = noise.tolerance(stored.noise, now["gpu"], shape, configuration)
     if measured is not None:
         return measured
     fixed = tolerance_for(stored.recorded_on, now)
@@ -163,11 +163,13 @@ def shape_tolerance(stored: "Golden", now: dict[str, str], shape: str) -> noise.
                                   "(measure it: --vlcheck-measure-noise)")
 
 
-def compare_shapes(stored: "Golden", actual: dict[str, list[dict]], now: dict[str, str]) -> dict[str, tuple[noise.Tolerance, list[str]]]:
-    """Per shape of `actual`: its tolerance and what moved beyond it (`within_noise`)."""
+def compare_shapes(stored: "Golden", actual: dict[str, list[dict]], now: dict[str, str],
+                   configuration: str | None = None) -> dict[str, tuple[noise.Tolerance, list[str]]]:
+    """Per shape of `actual`: its tolerance and what moved beyond it (`within_noise`); `configuration`:
+    a configuration held to the eager golden (its own measured distance counts as noise)."""
     found = {}
     for shape, outputs in actual.items():
-        rule = shape_tolerance(stored, now, shape)
+        rule = shape_tolerance(stored, now, shape, configuration)
         found[shape] = (rule, compare_golden(stored.outputs.get(shape, []), outputs, rule.nats))
     return found
 

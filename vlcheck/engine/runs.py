@@ -49,7 +49,7 @@ def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality
                **({"multi_modal_uuids": {modality: [f"{uuid_tag}-{modality}{count}-{i}-{k}" for k in range(count)]}} if uuid_tag else {})}
               for i, p in enumerate(prompts)]
     if alone:
-        outs = [handle.llm.generate([{**one, "cache_salt": f"alone-{i}"}], greedy(), use_tqdm=False)[0]
+        outs = [handle.llm.generate([{**one, "cache_salt": f"{salt or 'alone'}-{i}"}], greedy(), use_tqdm=False)[0]
                 for i, one in enumerate(inputs)]
     else:
         outs = handle.llm.generate(inputs, greedy(), use_tqdm=False)
@@ -61,9 +61,18 @@ def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality
 def generation_runs(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> list[ShapeRun]:
     """Every modality and item count, run once per engine (greedy: the tests that read them share them)."""
     if handle.generation_runs is None:
-        handle.generation_runs = [run_shape(spec, variant, handle, m, c)
+        handle.generation_runs = [run_shape(spec, variant, handle, m, c, alone=handle.one_request_per_batch)
                                   for m in variant.modalities for c in variant.item_counts()]
     return handle.generation_runs
+
+
+def batch_dependence(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> dict[str, float]:
+    """Per shape: how far batching the requests moves them from `generation_runs` run one request
+    per batch (an fp8 engine's fact: its dynamic activation scales see the whole batch)."""
+    alone = {r.shape: r.outputs for r in generation_runs(spec, variant, handle)}
+    batched = [run_shape(spec, variant, handle, m, c, salt="vlcheck-batched")
+               for m in variant.modalities for c in variant.item_counts()]
+    return {r.shape: goldens.largest_difference(alone[r.shape], r.outputs) for r in batched}
 
 
 def batch_noise(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> dict[str, float]:
@@ -78,12 +87,14 @@ def measured_noise(spec: FamilySpec, variant: Variant, handle: EngineHandle,
                    golden: goldens.Golden | None = None) -> dict[str, dict[str, float]]:
     """This engine's noise per kind and shape (`engine/noise.py`): each request alone, the same
     batch again (another cache salt: computed, not served from the prefix cache), and, for a golden
-    recorded on another GPU, the golden against this run."""
+    recorded on another GPU, the golden against this run. An engine that runs one request per
+    batch (`one_request_per_batch`) measures the repeat only: its goldens are never batched."""
     batched = {r.shape: r.outputs for r in generation_runs(spec, variant, handle)}
-    again = [run_shape(spec, variant, handle, m, c, salt="vlcheck-repeat")
+    again = [run_shape(spec, variant, handle, m, c, alone=handle.one_request_per_batch, salt="vlcheck-repeat")
              for m in variant.modalities for c in variant.item_counts()]
-    found = {"alone": batch_noise(spec, variant, handle),
-             "repeat": {r.shape: goldens.largest_difference(batched[r.shape], r.outputs) for r in again}}
+    found = {"repeat": {r.shape: goldens.largest_difference(batched[r.shape], r.outputs) for r in again}}
+    if not handle.one_request_per_batch:  # there, batching is what the goldens leave out on purpose
+        found["alone"] = batch_noise(spec, variant, handle)
     here = goldens.environment(handle.dtype)["gpu"]
     if golden is not None and golden.recorded_on and golden.recorded_on.get("gpu") != here:
         found["against_golden"] = {shape: goldens.largest_difference(golden.outputs[shape], out)
@@ -108,8 +119,37 @@ def remeasured_noise(spec: FamilySpec, variant: Variant, handle: EngineHandle, p
     if why_not:
         raise ValueError(why_not)
     measured = measured_noise(spec, variant, handle, stored)
-    goldens.save(path, stored.outputs, stored.recorded_on, noise.merged(stored.noise, now["gpu"], stored.recorded_on, measured),
-                 **stored.extra)
+    latest = _unchanged_since(path, stored)
+    goldens.save(path, latest.outputs, latest.recorded_on, noise.merged(latest.noise, now["gpu"], latest.recorded_on, measured),
+                 **latest.extra)
+    return goldens.load(path)
+
+
+def _unchanged_since(path, stored: goldens.Golden) -> goldens.Golden:
+    """The golden at `path` as it is now, read again just before a measurement is added to it:
+    a configuration's process beside this one may have added its own since `stored` was read."""
+    latest = goldens.load(path)
+    if latest is None or latest.outputs != stored.outputs or latest.recorded_on != stored.recorded_on:
+        raise ValueError(f"{path} was re-recorded while its noise was measured: measure again")
+    return latest
+
+
+def with_configuration_distance(handle: EngineHandle, path, stored: goldens.Golden, name: str,
+                                actual: dict[str, list[dict]]) -> goldens.Golden:
+    """The eager golden at `path` with configuration `name`'s distance to it stored as that
+    configuration's noise on this GPU; raises ValueError where it cannot be noise (other versions
+    than the golden's, other tokens, or over `noise.CONFIGURATION_CEILING`)."""
+    now = goldens.environment(handle.dtype, handle.model_dir)
+    why_not = noise.can_measure(stored.recorded_on, now)
+    distance = {shape: goldens.largest_difference(stored.outputs.get(shape, []), out) for shape, out in actual.items()}
+    other_tokens = [shape for shape, out in actual.items()
+                    if [o["token_ids"] for o in out] != [g["token_ids"] for g in stored.outputs.get(shape, [])]]
+    why_not = why_not or noise.configuration_distance_refused(name, distance, other_tokens)
+    if why_not:
+        raise ValueError(why_not)
+    latest = _unchanged_since(path, stored)
+    goldens.save(path, latest.outputs, latest.recorded_on,
+                 noise.with_configuration(latest.noise, now["gpu"], latest.recorded_on, name, distance), **latest.extra)
     return goldens.load(path)
 
 

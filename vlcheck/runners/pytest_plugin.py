@@ -292,10 +292,12 @@ def weights_mode(pytestconfig) -> str:
     return pytestconfig.getoption("--vlcheck-weights")
 
 
-def start_engine(family, variant, engines, weights_mode, request, dtypes=None, platform="gpu", **overrides):
+def start_engine(family, variant, engines, weights_mode, request, dtypes=None, platform="gpu", declared_as=None,
+                 **overrides):
     """The family-config's engine: skipped when the runner cannot host it (GPUs, weights),
     failed when it does not start (that family's tests only). A declared `generation`
-    deviation (an engine known not to start or serve) turns the failure into a strict xfail.
+    deviation (an engine known not to start or serve) turns the failure into a strict xfail, and so
+    does a configuration's (`declared_as`) whose findings name the failure.
     `dtypes`: tried in order until one starts (None: float32 first for seeded weights, else the
     spec's own), recorded as `dtype`. The test that starts an engine records its start time."""
     from vlcheck.engine.engines import SEEDED_DTYPES, EngineUnavailable, engine_args, platform_unavailable
@@ -342,6 +344,9 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=None, p
     # xfail marks before fixtures run): a declared failure to start is made one here.
     if variant.deviation("generation") is not None:
         pytest.xfail(f"declared deviation: {variant.deviation('generation')} ({'; '.join(errors)})")
+    declared = variant.deviation(declared_as) if declared_as else None
+    if declared is not None and all(declared.covers_finding(e) for e in errors):
+        pytest.xfail(f"declared deviation ({declared_as}): {declared} ({'; '.join(errors)})")
     pytest.fail("\n".join(errors), pytrace=False)
 
 
@@ -377,6 +382,7 @@ def configured_engine(family, variant, configuration, engines, weights_mode, eng
     (a served configuration's reference: the shared eager engine; its server is its own), or a
     skip saying how to select it or why this runner cannot run it."""
     from vlcheck.configurations.checks import engine_overrides, why_not_applicable
+    from vlcheck.spec.schema import CHECKS
 
     config = configuration
     if config is None:
@@ -397,7 +403,7 @@ def configured_engine(family, variant, configuration, engines, weights_mode, eng
     if config.served:
         return config, request.getfixturevalue("engine")
     return config, start_engine(family, variant, engines, weights_mode, request, platform=engine_platform,
-                                **engine_overrides(config))
+                                declared_as=config.name if config.name in CHECKS else None, **engine_overrides(config))
 
 
 @pytest.fixture(scope="session")
