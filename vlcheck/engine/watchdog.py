@@ -48,6 +48,19 @@ def log_dir() -> Path:
     return path
 
 
+def settled(log: Path, quiet: float = 0.3, limit: float = 3.0) -> None:
+    """Wait until the log stops growing (at most `limit` s): a process that has just exited may
+    still have its last lines (the exception) on the way to the file; without them a declared
+    finding that names the exception cannot be told from another death (tarsier's fp8 engine, H100)."""
+    end, size = time.monotonic() + limit, -1
+    while time.monotonic() < end:
+        now = log.stat().st_size if log.exists() else 0
+        if now == size:
+            return
+        size = now
+        time.sleep(quiet)
+
+
 def last_words(log: Path, lines: int = LAST_WORDS_LINES) -> str:
     try:
         text = log.read_text(errors="replace").splitlines()
@@ -209,6 +222,7 @@ class Watchdog:
     def _declare(self, headline: str) -> None:
         self._detected_at = time.monotonic()
         into = f" ({self._detected_at - self._armed_at:.1f} s into it)" if self._armed else ""
+        settled(self.log)
         self.dead = f"{headline}{into}. Its last words ({self.log}):\n{last_words(self.log)}"
         if self._armed:
             signal.pthread_kill(self._main, INTERRUPT)
