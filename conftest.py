@@ -2,12 +2,18 @@
 `pip install vlcheck` registers (pyproject's pytest11 entry point); an install made before it had
 one (an editable install of an older checkout) gets it from here."""
 
-import os
 from importlib.metadata import entry_points
 
-# `vlcheck check` run by a test measures: a stored cell could hide what the test monkeypatched
-# (tests/report/test_store.py gives the store its own folder)
-os.environ.setdefault("VLCHECK_STORE", "none")
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _no_result_store_inside_tests(monkeypatch):
+    """`vlcheck check` run by a test measures: a stored cell could hide what the test monkeypatched
+    (tests/report/test_store.py gives the store its own folder). The catalogue's checks that the
+    tier runs per family-config (`runners.testing.run_check`) use the session's store, chosen when
+    the session started ($VLCHECK_STORE or --vlcheck-store), and share it with `vlcheck check`."""
+    monkeypatch.setenv("VLCHECK_STORE", "none")
 
 pytest_plugins = ([] if any(ep.value == "vlcheck.runners.pytest_plugin" for ep in entry_points(group="pytest11"))
                   else ["vlcheck.runners.pytest_plugin"])

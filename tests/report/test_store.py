@@ -121,3 +121,29 @@ def test_a_lazily_named_check_is_keyed_by_the_code_it_names(families, tmp_path, 
         monkeypatch.undo()
         cell_inputs.code_digest.cache_clear()
         cell_inputs._tree.cache_clear()
+
+
+def test_the_pytest_tier_and_vlcheck_check_measure_each_family_config_once_between_them(families, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from vlcheck.gate import checks as gate_checks
+    from vlcheck.runners import testing
+
+    llava = families[0]
+    tier_config = SimpleNamespace(getoption=lambda name, default=None: {"--vlcheck-store": str(tmp_path)}.get(name, default))
+    request = SimpleNamespace(config=tier_config)
+    tested = testing.run_check(request, "template", llava, llava.single)  # the README's command measures it
+    measured = []
+    real = gate_checks.run_variant
+    monkeypatch.setattr(gate_checks, "run_variant", lambda check, spec, variant, engine=None:
+                        measured.append((spec.name, variant.kind)) or real(check, spec, variant, engine))
+    store = ResultStore(tmp_path)
+    cells = run_checks([llava], cpu_checks(["template"]), store=store)  # then vlcheck check
+    assert measured == [("llava", v.kind) for v in llava.variants if v.kind != "single"]
+    assert store.reused_variants == 1 and cells[0].variants["single"]["status"] == tested.status.value
+    assert cells[0].variants["single"]["reason"] == tested.reason
+    # and the tier after it measures nothing
+    measured.clear()
+    for variant in llava.variants:
+        testing.run_check(request, "template", llava, variant)
+    assert measured == []

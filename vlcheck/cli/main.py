@@ -523,9 +523,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=WEIGHTS, default="auto", help="with --gpu: " + WEIGHTS_HELP)
     p.add_argument("--config", action="append", default=[], metavar="NAME",
                    help="with --cpu-engine or --gpu: also these engine configurations, a cell each per family "
-                        "(`cpu_engine.NAME`; repeatable): chunked, prefix, load, long, video_file, all, or "
-                        "serve:FLAGS (your `vllm serve` flags on the synthetic checkpoint); each against the eager "
-                        "goldens, with proof that its path ran (docs/configurations.md)")
+                        "(`cpu_engine.NAME`, `engine.NAME`; repeatable): chunked, prefix, load, long, video_file; "
+                        "on GPUs also compiled, fp8, tp2 and encoder_dp (2 GPUs); all; or serve:FLAGS (your `vllm serve` "
+                        "flags on the synthetic checkpoint); each against the eager goldens within measured noise, "
+                        "with proof that its path ran (docs/configurations.md)")
     p.add_argument("--serve", action="append", metavar='"vllm serve MODEL --flag ..."',
                    help="also check this launch line (repeatable): parsed by the installed vLLM, its resolved "
                         "configuration recorded, served by `vllm launch render` and sent its family's example requests")

@@ -77,14 +77,19 @@ def run_variant(check: Check, spec: FamilySpec, variant: Variant, engine=None) -
     return declared_deviation(result, variant)
 
 
-def run_cell(check: Check, spec: FamilySpec, engines=None) -> CheckResult:
-    """The report cell: every family-config of the family, combined (the worst status wins)."""
+def run_cell(check: Check, spec: FamilySpec, engines=None, store=None) -> CheckResult:
+    """The report cell: every family-config of the family, combined (the worst status wins).
+    `store` (`gate.store.ResultStore`): a CPU check's family-configs measured before (by this
+    command or the pytest tier) are taken from it, the others measured and stored."""
     if check.per_family is not None:
         try:
             return check.per_family(spec)
         except Exception as err:  # noqa: BLE001 - as in run_variant
             return crashed(spec.name, check.name, err)
-    results = {variant.kind: engines.run(check, spec, variant) if check.engine else run_variant(check, spec, variant)
+    key = store.key(check, spec) if store is not None and not check.engine else None
+    results = {variant.kind: engines.run(check, spec, variant) if check.engine else
+               store.variant(key, variant.kind, lambda v=variant: run_variant(check, spec, v)) if key else
+               run_variant(check, spec, variant)
                for variant in spec.variants}
     cell = combine(spec.name, check.name, list(results.values()))
     cell.variants = {kind: unit(r) for kind, r in results.items()}
@@ -170,7 +175,8 @@ CATALOGUE: dict[str, Check] = {c.name: c for c in (
     Check("hostile", _lazy("vlcheck.hostile.inputs:hostile_check"), "tests/hostile_inputs/test_hostile_cpu.py::test_hostile_inputs_on_cpu"),
     Check("reference", _lazy("vlcheck.numerics.reference:reference_check"), "tests/numerics/test_cpu_reference.py::test_transformers_reference",
           tolerance=1e-3),
-    Check("served", _lazy("vlcheck.served.checks:served_check"), "tests/served/test_served.py::test_served_render"),
+    Check("served", _lazy("vlcheck.served.checks:served_check"), "tests/served/test_served.py::test_served_render",
+          informational=("served_document",)),
 )}
 """Every check that runs without an engine, in report order (`vlcheck check`)."""
 
@@ -222,14 +228,14 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines
             if needing:
                 ahead(needing, name)
     if jobs > 1 and engines is None and len(pending) > 1:
-        measured = _in_workers(pending, todo, progress, jobs)
+        measured = _in_workers(pending, todo, progress, jobs, store)  # a copy each: the files are shared
     else:
         measured = []
         for spec in pending:
             for name, check in todo[spec.name].items():
                 if progress:
                     progress(spec.name, name)
-                measured.append(_timed(check, spec, engines))
+                measured.append(_timed(check, spec, engines, store))
     for result, took in measured:
         if seconds is not None:
             seconds[result.family, result.check] = took
@@ -239,19 +245,19 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines
     return [done[spec.name, name] for spec in families for name in checks]
 
 
-def _timed(check: Check, spec: FamilySpec, engines=None) -> tuple[CheckResult, float]:
+def _timed(check: Check, spec: FamilySpec, engines=None, store=None) -> tuple[CheckResult, float]:
     import time
 
     began = time.monotonic()
-    return run_cell(check, spec, engines), time.monotonic() - began
+    return run_cell(check, spec, engines, store), time.monotonic() - began
 
 
-def _family_cells(spec: FamilySpec, checks: dict[str, Check]) -> list[tuple[CheckResult, float]]:
-    return [_timed(check, spec) for check in checks.values()]
+def _family_cells(spec: FamilySpec, checks: dict[str, Check], store=None) -> list[tuple[CheckResult, float]]:
+    return [_timed(check, spec, store=store) for check in checks.values()]
 
 
 def _in_workers(families: list[FamilySpec], checks: dict[str, dict[str, Check]], progress,
-                jobs: int) -> list[tuple[CheckResult, float]]:
+                jobs: int, store=None) -> list[tuple[CheckResult, float]]:
     """`checks`: family -> the checks to run on it."""
     import multiprocessing
     import os
@@ -261,7 +267,7 @@ def _in_workers(families: list[FamilySpec], checks: dict[str, dict[str, Check]],
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     by_family: dict[str, list[tuple[CheckResult, float]]] = {}
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_family_cells, spec, checks[spec.name]): spec for spec in families}
+        futures = {pool.submit(_family_cells, spec, checks[spec.name], store): spec for spec in families}
         for future in as_completed(futures):
             spec = futures[future]
             by_family[spec.name] = future.result()

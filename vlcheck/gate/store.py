@@ -1,6 +1,10 @@
 """The result store: a report cell's result kept under the hash of everything it depends on
 (`gate.cell_inputs`), so that `vlcheck check` never measures the same thing twice.
 
+Each family-config's result is kept too (`variant`), so that the pytest tier and `vlcheck check`
+share what either measured: the README's test command and a `vlcheck check` after it measure each
+family-config once between them.
+
 A stored cell is reused only when every input hashes the same: vlcheck's code that the check
 reaches, the family's spec (and its base's), the installed vLLM / transformers / torch, the Hub
 files and seed scripts the family reads, the engine platform, weights and configuration. An
@@ -15,7 +19,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from vlcheck.core.results import CheckResult, Status
 from vlcheck.gate import cell_inputs
@@ -40,6 +44,7 @@ class ResultStore:
         self.stored = 0
         self.reused_cells: list[tuple[str, str]] = []
         """(family, check) of every reused cell: the report names them."""
+        self.reused_variants = 0
 
     @property
     def reused(self) -> int:
@@ -64,7 +69,8 @@ class ResultStore:
     def _file(self, key: str) -> Path:
         return self.path / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> CheckResult | None:
+    def get(self, key: str, counted: bool = True) -> CheckResult | None:
+        """The stored cell (`counted`: a report cell, named among the reused ones), or None."""
         if self.fresh:
             return None
         try:
@@ -73,10 +79,22 @@ class ResultStore:
             return None
         stored["status"] = Status(stored["status"])
         result = CheckResult(**stored)
-        self.reused_cells.append((result.family, result.check))
+        if counted:
+            self.reused_cells.append((result.family, result.check))
         return result
 
-    def put(self, key: str, result: CheckResult) -> None:
+    def variant(self, key: str, kind: str, measure: Callable[[], CheckResult]) -> CheckResult:
+        """One family-config's result of the cell `key`: the stored one, else `measure()`, stored."""
+        part = cell_inputs.as_key({"cell": key, "variant": kind})
+        found = self.get(part, counted=False)
+        if found is not None:
+            self.reused_variants += 1
+            return found
+        result = measure()
+        self.put(part, result, counted=False)
+        return result
+
+    def put(self, key: str, result: CheckResult, counted: bool = True) -> None:
         if result.status is Status.ERROR:
             return
         document = dataclasses.asdict(result)
@@ -86,4 +104,4 @@ class ResultStore:
         with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False, suffix=".tmp") as out:
             json.dump(document, out, default=str)
         os.replace(out.name, target)
-        self.stored += 1
+        self.stored += counted

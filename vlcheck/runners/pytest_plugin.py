@@ -47,6 +47,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-shard", type=_shard, default=None, metavar="I/N",
                     help="run shard I of N: whole families, balanced by measured durations (vlcheck/runners/shard.py); "
                          "tests that belong to no family run in shard 1")
+    group.addoption("--vlcheck-store", metavar="DIR", default=None,
+                    help="the result store the catalogue's checks share with `vlcheck check` (default: $VLCHECK_STORE "
+                         "or ~/.cache/vlcheck/results; `none`: no store): a family-config whose inputs (vlcheck's code "
+                         "of the check, the spec, the installed packages, the Hub files and seeds it reads) hash as "
+                         "one measured before is taken from it, not measured again")
+    group.addoption("--vlcheck-fresh", action="store_true",
+                    help="measure every check again, ignoring the result store (what is measured is still stored)")
     group.addoption("--vlcheck-baseline", metavar="FILE", default=None,
                     help="compare with this report (`vlcheck check --json` on the versions you run today) instead of "
                          "the repo's snapshots, which are the pinned reference's: the catalogue's checks pass where "
@@ -85,6 +92,9 @@ def pytest_configure(config: pytest.Config) -> None:
         import os
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from vlcheck.runners.testing import result_store
+
+    result_store(config)  # chosen once, from the option or the environment the session started in
     if config.getoption("--vlcheck-baseline"):  # a bad baseline stops the session before it starts
         from vlcheck.runners.testing import baseline_of
 

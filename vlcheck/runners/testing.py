@@ -196,10 +196,21 @@ def baseline_of(config: pytest.Config) -> Baseline | None:
     return config._vlcheck_baseline
 
 
+def result_store(config: pytest.Config):
+    """The session's result store (`--vlcheck-store`, shared with `vlcheck check`), or None."""
+    if not hasattr(config, "_vlcheck_store"):
+        from vlcheck.gate.store import configured
+
+        config._vlcheck_store = configured(config.getoption("--vlcheck-store", None),
+                                           config.getoption("--vlcheck-fresh", False))
+    return config._vlcheck_store
+
+
 def run_check(request: pytest.FixtureRequest, name: str, family: FamilySpec,
               variant: Variant | None = None) -> CheckResult | None:
     """The catalogue's check `name` on one family-config (a whole family for `spec`), exactly as
-    `vlcheck check` runs it.
+    `vlcheck check` runs it, and shared with it through the result store: a family-config whose
+    inputs hash as one measured before is not measured again (`--vlcheck-fresh`: measure all).
 
     With `--vlcheck-baseline FILE` it is compared with the baseline and None is returned when it
     behaves as there (the test then ends, passed: `if result is None: return`); it fails or skips
@@ -209,7 +220,13 @@ def run_check(request: pytest.FixtureRequest, name: str, family: FamilySpec,
     from vlcheck.gate.checks import CATALOGUE, run_cell, run_variant
 
     check = CATALOGUE[name]
-    result = run_cell(check, family) if variant is None else run_variant(check, family, variant)
+    store = result_store(request.config)
+    if variant is None:
+        result = run_cell(check, family, store=store)
+    elif store is not None:
+        result = store.variant(store.key(check, family), variant.kind, lambda: run_variant(check, family, variant))
+    else:
+        result = run_variant(check, family, variant)
     baseline = baseline_of(request.config)
     if baseline is not None:
         baseline.compare(name, result, variant)

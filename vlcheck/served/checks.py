@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import json
+
 from vlcheck.core.results import CheckResult, Status, declared_deviation
 from vlcheck.core.textdiff import describe_difference
 from vlcheck.served.render import NotServable, ServedRecord, served_record
@@ -86,9 +88,34 @@ def contract_problems(record: ServedRecord) -> list[str]:
     return problems
 
 
+def document(record: ServedRecord) -> list[str]:
+    """What the served snapshot holds (tests/served/test_served.py), as lines: launch line, template,
+    content format, then each request's served prompt and placeholder ranges, and the offline verdict.
+    Kept with the result (`served_document`), so that a result taken from the store is snapshotted
+    without serving the family-config again."""
+    lines = [f"launch: {record.line.portable_text()}",
+             f"chat template: {record.line.template_source}; content format: {record.content_format}"]
+    lines += [f"left out: {key} ({why})" for key, why in record.line.left_out.items()]
+    for shape, served in record.renders.items():
+        if not served.ok:
+            lines.append(f"{shape}: rejected {served.reply_status}: {served.message[:200]}")
+            continue
+        lines.append(f"{shape}: {len(served.token_ids)} tokens: {json.dumps(served.text, ensure_ascii=False)}")
+        lines.append(f"{shape} ranges: {json.dumps(served.placeholders)}")
+        offline = record.offline.get(shape)
+        verdict = ("not compared" if offline is None else f"not compared ({offline.error})" if offline.error else
+                   "same tokens and ranges" if (offline.token_ids, offline.placeholders) ==
+                   (served.token_ids, served.placeholders) else
+                   "differs inside the placeholder ranges (the same text outside them)" if offline.text == served.text else
+                   f"differs: {len(offline.token_ids)} tokens: {json.dumps(offline.text, ensure_ascii=False)}")
+        lines.append(f"{shape} offline: {verdict}")
+    return lines
+
+
 def facts(record: ServedRecord) -> dict:
     k = record.kind
     return {
+        f"{k}.served_document": document(record),
         f"{k}.served_launch": record.line.portable_text(),
         f"{k}.served_template": record.line.template_source,
         f"{k}.served_content_format": record.content_format,
