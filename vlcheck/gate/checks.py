@@ -176,7 +176,7 @@ CATALOGUE: dict[str, Check] = {c.name: c for c in (
     Check("reference", _lazy("vlcheck.numerics.reference:reference_check"), "tests/numerics/test_cpu_reference.py::test_transformers_reference",
           tolerance=1e-3),
     Check("served", _lazy("vlcheck.served.checks:served_check"), "tests/served/test_served.py::test_served_render",
-          informational=("served_document",)),
+          informational=("served_document", "served_bad_request_lines")),
 )}
 """Every check that runs without an engine, in report order (`vlcheck check`)."""
 

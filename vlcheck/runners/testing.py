@@ -206,6 +206,21 @@ def result_store(config: pytest.Config):
     return config._vlcheck_store
 
 
+def measured(request: pytest.FixtureRequest, name: str, family: FamilySpec,
+             variant: Variant | None = None) -> CheckResult:
+    """The catalogue's check `name` on one family-config (a whole family without `variant`), from
+    the session's result store when measured before, else measured (and stored); whatever its status."""
+    from vlcheck.gate.checks import CATALOGUE, run_cell, run_variant
+
+    check = CATALOGUE[name]
+    store = result_store(request.config)
+    if variant is None:
+        return run_cell(check, family, store=store)
+    if store is not None:
+        return store.variant(store.key(check, family), variant.kind, lambda: run_variant(check, family, variant))
+    return run_variant(check, family, variant)
+
+
 def run_check(request: pytest.FixtureRequest, name: str, family: FamilySpec,
               variant: Variant | None = None) -> CheckResult | None:
     """The catalogue's check `name` on one family-config (a whole family for `spec`), exactly as
@@ -217,16 +232,7 @@ def run_check(request: pytest.FixtureRequest, name: str, family: FamilySpec,
     otherwise. Without, an error fails the test as a VLCHECK ERROR, a skip skips it with the
     reason, and the result is returned for the test's own assertions (the repo's snapshots: the
     baseline of the pinned reference)."""
-    from vlcheck.gate.checks import CATALOGUE, run_cell, run_variant
-
-    check = CATALOGUE[name]
-    store = result_store(request.config)
-    if variant is None:
-        result = run_cell(check, family, store=store)
-    elif store is not None:
-        result = store.variant(store.key(check, family), variant.kind, lambda: run_variant(check, family, variant))
-    else:
-        result = run_variant(check, family, variant)
+    result = measured(request, name, family, variant)
     baseline = baseline_of(request.config)
     if baseline is not None:
         baseline.compare(name, result, variant)

@@ -122,6 +122,7 @@ def facts(record: ServedRecord) -> dict:
         f"{k}.served_prompts": {s: r.text for s, r in record.renders.items() if r.ok},
         f"{k}.served_placeholders": {s: r.placeholders for s, r in record.renders.items() if r.ok},
         f"{k}.served_bad_requests": {o.case: o.summary.split(":")[0] for o in record.bad_requests},
+        f"{k}.served_bad_request_lines": [o.line for o in record.bad_requests],
     }
 
 
