@@ -147,3 +147,19 @@ def test_the_pytest_tier_and_vlcheck_check_measure_each_family_config_once_betwe
     for variant in llava.variants:
         testing.run_check(request, "template", llava, variant)
     assert measured == []
+
+
+def test_vlcheck_check_says_how_many_family_configs_it_took_from_the_store(families, tmp_path):
+    checks = cpu_checks(["template"])
+    llava = families[0]
+    ResultStore(tmp_path).variant(ResultStore(tmp_path).key(checks["template"], llava), "single",
+                                  lambda: gate_run_variant(checks["template"], llava, llava.single))
+    store = ResultStore(tmp_path)
+    run_checks([llava], checks, store=store, jobs=1)
+    assert (store.reused, store.stored, store.reused_variants) == (0, 1, 1)
+
+
+def gate_run_variant(check, spec, variant):
+    from vlcheck.gate.checks import run_variant
+
+    return run_variant(check, spec, variant)

@@ -298,8 +298,10 @@ def cmd_check(args) -> int:
             write_profile(args.profile, seconds, time.monotonic() - began, jobs)
         if store is not None:
             print(f"{store.reused} of {len(families) * len(checks)} cells reused from the result store {store.path} "
-                  f"(--fresh to measure them again), {store.stored} measured and stored, "
-                  f"{time.monotonic() - began:.0f} s", file=sys.stderr)
+                  f"(--fresh to measure them again), {store.stored} measured and stored"
+                  + (f" ({store.reused_variants} of their family-configs taken from it: measured before, by the "
+                     f"pytest tier or another run)" if store.reused_variants else "")
+                  + f", {time.monotonic() - began:.0f} s", file=sys.stderr)
         results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
     finally:
         if engines:
@@ -317,6 +319,7 @@ def cmd_check(args) -> int:
         rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
     if store is not None:  # which cells were measured by this run and which were taken from the store
         rep["result_store"] = {"path": str(store.path), "reused": store.reused, "measured": store.stored,
+                               "family_configs_from_store": store.reused_variants,
                                "reused_cells": sorted(f"{f} {c}" for f, c in store.reused_cells)}
     write_report(rep, args.json, args.html, args.markdown)
     rows = []

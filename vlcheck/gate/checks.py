@@ -236,6 +236,9 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines
                 if progress:
                     progress(spec.name, name)
                 measured.append(_timed(check, spec, engines, store))
+    if store is not None:
+        store.reused_variants = sum(store.variants_from_before(keys[r.family, r.check], list(r.variants))
+                                    for r, _ in measured if not checks[r.check].engine)
     for result, took in measured:
         if seconds is not None:
             seconds[result.family, result.check] = took

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -45,6 +46,8 @@ class ResultStore:
         self.reused_cells: list[tuple[str, str]] = []
         """(family, check) of every reused cell: the report names them."""
         self.reused_variants = 0
+        """Family-configs taken from the store for cells that were measured (the tier stored them)."""
+        self.opened = time.time()
 
     @property
     def reused(self) -> int:
@@ -93,6 +96,17 @@ class ResultStore:
         result = measure()
         self.put(part, result, counted=False)
         return result
+
+    def variants_from_before(self, key: str, kinds: list[str]) -> int:
+        """How many of the cell `key`'s family-configs were in the store before this run opened it
+        (worker processes hold copies of the store: the files, not the counters, tell)."""
+        found = 0
+        for kind in kinds:
+            try:
+                found += self._file(cell_inputs.as_key({"cell": key, "variant": kind})).stat().st_mtime < self.opened
+            except OSError:
+                pass
+        return found
 
     def put(self, key: str, result: CheckResult, counted: bool = True) -> None:
         if result.status is Status.ERROR:
