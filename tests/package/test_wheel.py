@@ -154,6 +154,7 @@ def test_a_new_user_gates_their_own_model_from_the_wheel(installed, fine_tune, r
     if request.config.getoption("--vlcheck-family"):  # CI's second, narrowed run: once is enough (~3 min)
         pytest.skip("the new-user flow runs in whole-suite runs (it checks no built-in family)")
     where = _outside_checkout(fine_tune)
+    where["env"]["VLCHECK_STORE"] = str(fine_tune / "results")  # the user's own result store, empty at first
     vlcheck, python = str(installed / "vlcheck"), str(installed / "python")
 
     init = _run([vlcheck, "init", "models/my-qwen-ft", "-o", "specs/"], **where)
@@ -178,9 +179,12 @@ def test_a_new_user_gates_their_own_model_from_the_wheel(installed, fine_tune, r
     assert re.search(row, before.stdout, re.M), before.stdout
     assert f"{len(CATALOGUE) - 1} pass, 1 declared deviation, 0 fail, 0 error, 0 skip" in before.stdout
 
+    stored = sorted((fine_tune / "results").rglob("*.json"))
     tier = _run([python, "-m", "pytest", "-m", "not gpu", "--vlcheck-specs", "specs", "-p", "no:cacheprovider", "-rA"],
                 **where)
     assert tier.returncode == 0, tier.stdout[-3000:] + tier.stderr
+    # the tier took every family-config that `vlcheck check` had measured from the store: it stored nothing new
+    assert stored and sorted((fine_tune / "results").rglob("*.json")) == stored
     per_config = [name for name, c in CATALOGUE.items() if c.run is not None]
     for check in per_config:
         assert f"PASSED test_tier.py::test_cpu_check[my_qwen_ft-single-{check}]" in tier.stdout, tier.stdout[-3000:]
@@ -192,6 +196,7 @@ def test_a_new_user_gates_their_own_model_from_the_wheel(installed, fine_tune, r
     (fine_tune / "specs" / "my-template.jinja").write_text("<|im_start|>system\nBe brief.<|im_end|>\n" + SERVED_TEMPLATE)
     after = _run([vlcheck, "check", "--specs", "specs", "--json", "after.json"], **where)
     assert after.returncode == 0, after.stdout + after.stderr
+    assert f"0 of {len(CATALOGUE)} cells reused" in after.stderr and "taken from it" not in after.stderr, after.stderr  # the template is an input of every cell
     diff = _run([vlcheck, "diff", "before.json", "after.json"], **where)
     assert "REGRESSIONS (0)" in diff.stdout and diff.returncode == 5, diff.stdout  # CHANGED: facts moved, for review
     assert re.search(r"my_qwen_ft template \[single\]: single.template_sha256: \w+ -> \w+", diff.stdout), diff.stdout
