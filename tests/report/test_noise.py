@@ -3,6 +3,8 @@ golden for the request shape and the GPU that compares, the largest measured whe
 none, the fixed tolerance only for a golden that stores no noise, and noise measured only on the
 versions the golden was recorded on."""
 
+import pytest
+
 from vlcheck.engine import goldens, noise
 
 H200 = {"vllm": "0.24.0", "torch": "2.11.0", "gpu": "NVIDIA H200", "dtype": "float32"}
@@ -107,10 +109,6 @@ def test_a_configurations_distance_is_stored_with_the_eager_golden_and_refused_o
     with mock.patch.object(goldens, "environment", return_value=H100):
         stored = runs.with_configuration_distance(handle, path, goldens.load(path), "compiled", moved(0.0005))
     assert stored.noise[H100["gpu"]]["compiled"] == {"image x1": 0.0005} and stored.outputs == {"image x1": OUT}
-    with mock.patch.object(goldens, "environment", return_value={**H100, "vllm": "0.33.0"}):
-        try:
-            runs.with_configuration_distance(handle, path, stored, "compiled", moved(0.0005))
-        except ValueError as err:
-            assert "a change, not noise" in str(err)
-        else:
-            raise AssertionError("a distance measured on another vLLM was stored as noise")
+    with mock.patch.object(goldens, "environment", return_value={**H100, "vllm": "0.33.0"}), \
+            pytest.raises(ValueError, match="a change, not noise"):
+        runs.with_configuration_distance(handle, path, stored, "compiled", moved(0.0005))

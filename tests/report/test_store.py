@@ -9,7 +9,7 @@ import pytest
 from vlcheck.core.results import CheckResult, Status
 from vlcheck.gate import cell_inputs
 from vlcheck.gate.report import as_json
-from vlcheck.gate.checks import Check, cpu_checks, run_checks
+from vlcheck.gate.checks import Check, cpu_checks, run_checks, run_family_config
 from vlcheck.gate.store import ResultStore
 from vlcheck.spec.registry import get_family
 
@@ -152,14 +152,7 @@ def test_the_pytest_tier_and_vlcheck_check_measure_each_family_config_once_betwe
 def test_vlcheck_check_says_how_many_family_configs_it_took_from_the_store(families, tmp_path):
     checks = cpu_checks(["template"])
     llava = families[0]
-    ResultStore(tmp_path).variant(ResultStore(tmp_path).key(checks["template"], llava), "single",
-                                  lambda: gate_run_variant(checks["template"], llava, llava.single))
+    run_family_config(checks["template"], llava, llava.single, ResultStore(tmp_path))  # the tier measured single
     store = ResultStore(tmp_path)
     run_checks([llava], checks, store=store, jobs=1)
     assert (store.reused, store.stored, store.reused_variants) == (0, 1, 1)
-
-
-def gate_run_variant(check, spec, variant):
-    from vlcheck.gate.checks import run_variant
-
-    return run_variant(check, spec, variant)

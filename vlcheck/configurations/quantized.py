@@ -5,10 +5,10 @@ Quantized outputs are not the eager ones, so fp8 keeps goldens of its own (label
 recorded with their measured noise like the eager ones, each request in a batch of its own: fp8's
 dynamic per-tensor activation scale is taken over the whole batch, so a request's neighbours move
 its output (up to 0.73 nats on an H100, llava-onevision multi_image; recorded as the fact
-`batch_dependence_nats`), and batched goldens would need tolerances that hide any change. Held to them within 3 x that noise; held to
-the unquantized output within 3 x the distance measured when they were recorded (a quantization
-that drifts further, say by dropping a layer's scales, fails even where its own golden was
-re-recorded); and to the media-sensitivity test. The proof: layers of the loaded model run an fp8
+`batch_dependence_nats`), and batched goldens would need tolerances that hide any change. Held to
+them within 3 x that noise; held to the unquantized output within 3 x the distance measured when
+they were recorded (a quantization that drifts further, say by dropping a layer's scales, fails
+even where its own golden was re-recorded); and to the media-sensitivity test. The proof: layers of the loaded model run an fp8
 method (`adapter.loaded_layer_methods`), read in the engine, not taken from the config.
 """
 

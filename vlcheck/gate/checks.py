@@ -77,6 +77,14 @@ def run_variant(check: Check, spec: FamilySpec, variant: Variant, engine=None) -
     return declared_deviation(result, variant)
 
 
+def run_family_config(check: Check, spec: FamilySpec, variant: Variant, store=None, key: str | None = None) -> CheckResult:
+    """`run_variant` through the result store when one is given (the cell's `key`, computed here if
+    not given): what `vlcheck check` and the pytest tier share."""
+    if store is None:
+        return run_variant(check, spec, variant)
+    return store.variant(key or store.key(check, spec), variant.kind, lambda: run_variant(check, spec, variant))
+
+
 def run_cell(check: Check, spec: FamilySpec, engines=None, store=None) -> CheckResult:
     """The report cell: every family-config of the family, combined (the worst status wins).
     `store` (`gate.store.ResultStore`): a CPU check's family-configs measured before (by this
@@ -88,8 +96,7 @@ def run_cell(check: Check, spec: FamilySpec, engines=None, store=None) -> CheckR
             return crashed(spec.name, check.name, err)
     key = store.key(check, spec) if store is not None and not check.engine else None
     results = {variant.kind: engines.run(check, spec, variant) if check.engine else
-               store.variant(key, variant.kind, lambda v=variant: run_variant(check, spec, v)) if key else
-               run_variant(check, spec, variant)
+               run_family_config(check, spec, variant, store, key)
                for variant in spec.variants}
     cell = combine(spec.name, check.name, list(results.values()))
     cell.variants = {kind: unit(r) for kind, r in results.items()}

@@ -46,7 +46,7 @@ class ResultStore:
         self.reused_cells: list[tuple[str, str]] = []
         """(family, check) of every reused cell: the report names them."""
         self.reused_variants = 0
-        """Family-configs taken from the store for cells that were measured (the tier stored them)."""
+        """Family-configs taken from the store for the cells `run_checks` measured (`variants_from_before`)."""
         self.opened = time.time()
 
     @property
@@ -86,12 +86,15 @@ class ResultStore:
             self.reused_cells.append((result.family, result.check))
         return result
 
+    @staticmethod
+    def _variant_key(key: str, kind: str) -> str:
+        return cell_inputs.as_key({"cell": key, "variant": kind})
+
     def variant(self, key: str, kind: str, measure: Callable[[], CheckResult]) -> CheckResult:
         """One family-config's result of the cell `key`: the stored one, else `measure()`, stored."""
-        part = cell_inputs.as_key({"cell": key, "variant": kind})
+        part = self._variant_key(key, kind)
         found = self.get(part, counted=False)
         if found is not None:
-            self.reused_variants += 1
             return found
         result = measure()
         self.put(part, result, counted=False)
@@ -103,7 +106,7 @@ class ResultStore:
         found = 0
         for kind in kinds:
             try:
-                found += self._file(cell_inputs.as_key({"cell": key, "variant": kind})).stat().st_mtime < self.opened
+                found += self._file(self._variant_key(key, kind)).stat().st_mtime < self.opened
             except OSError:
                 pass
         return found

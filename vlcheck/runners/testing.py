@@ -210,15 +210,10 @@ def measured(request: pytest.FixtureRequest, name: str, family: FamilySpec,
              variant: Variant | None = None) -> CheckResult:
     """The catalogue's check `name` on one family-config (a whole family without `variant`), from
     the session's result store when measured before, else measured (and stored); whatever its status."""
-    from vlcheck.gate.checks import CATALOGUE, run_cell, run_variant
+    from vlcheck.gate.checks import CATALOGUE, run_cell, run_family_config
 
-    check = CATALOGUE[name]
-    store = result_store(request.config)
-    if variant is None:
-        return run_cell(check, family, store=store)
-    if store is not None:
-        return store.variant(store.key(check, family), variant.kind, lambda: run_variant(check, family, variant))
-    return run_variant(check, family, variant)
+    check, store = CATALOGUE[name], result_store(request.config)
+    return run_cell(check, family, store=store) if variant is None else run_family_config(check, family, variant, store)
 
 
 def run_check(request: pytest.FixtureRequest, name: str, family: FamilySpec,
