@@ -2,12 +2,14 @@
 configuration makes (a path that did not run skips, never passes), and the evidence read from the
 scheduler's steps and cached-prefix counts."""
 
+import os
+
 import pytest
 
 from vlcheck.adapter.scheduler import RequestSteps
 from vlcheck.configurations.offline import _where
 from vlcheck.configurations.outcome import Measured, cell
-from vlcheck.configurations.registry import CONFIGURATIONS, UnknownConfiguration, select
+from vlcheck.configurations.registry import CHUNK_TOKENS, CONFIGURATIONS, UnknownConfiguration, select
 from vlcheck.core.results import Status
 from vlcheck.spec.registry import get_family
 
@@ -97,3 +99,60 @@ def test_a_declaration_covers_only_the_findings_it_names():
                       Measured(problems=["with the reused uuid under load: the engine died",
                                          "under load, image 2 (64x48): another answer (1 of 2)"]))
     assert also_other.status is Status.FAIL and also_other.reason == "[single] load: under load, image 2 (64x48): another answer (1 of 2)"
+
+
+def test_chunked_starts_its_engine_core_in_the_test_process_where_its_scheduler_can_be_read(monkeypatch):
+    # On GPUs vLLM spawns the engine core, and the scheduler steps that prove a chunk ended inside an
+    # image were out of reach: chunked skipped on every GPU. Its engine now starts in-process there too.
+    import sys
+    import types
+
+    from vlcheck import adapter
+    from vlcheck.configurations.checks import engine_overrides
+    from vlcheck.engine import engines
+    from vlcheck.spec.registry import get_family
+
+    seen = []
+
+    class LLM:
+        def __init__(self, **args):
+            seen.append((args.get("max_num_batched_tokens"), os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")))
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
+    monkeypatch.setattr(engines, "platform_unavailable", lambda platform: None)
+    monkeypatch.setattr(engines, "gpu_count", lambda: 1)
+    monkeypatch.setattr(adapter, "create_processor", lambda local, args: None)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    qwen = get_family("qwen2_vl")
+    cache = engines.EngineCache()
+    cache.get(qwen, qwen.single, "seeded", "gpu", **engine_overrides(CONFIGURATIONS["chunked"]))
+    cache.current = None  # nothing to shut down
+    cache.get(qwen, qwen.single, "seeded", "gpu", **engine_overrides(CONFIGURATIONS["prefix"]))
+    cache.current = None
+    assert seen == [(CHUNK_TOKENS, "0"), (None, None)]
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ  # set only while the engine starts
+
+
+def test_an_engine_declared_not_to_start_is_not_started_in_the_test_process(monkeypatch):
+    # In-process, deepseek_vl_v2's declared engine death (SIGFPE) ended the pytest process on an H100 (rc 136):
+    # the family-config had no outcome at all. It is not started there; the eager engine (spawned) still is.
+    import sys
+    import types
+
+    from vlcheck import adapter
+    from vlcheck.configurations.checks import engine_overrides
+    from vlcheck.engine import engines
+    from vlcheck.spec.registry import get_family
+
+    started = []
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=lambda **args: started.append(args)))
+    monkeypatch.setattr(engines, "platform_unavailable", lambda platform: None)
+    monkeypatch.setattr(engines, "gpu_count", lambda: 1)
+    monkeypatch.setattr(adapter, "create_processor", lambda local, args: None)
+    deepseek = get_family("deepseek_vl_v2")
+    assert deepseek.single.deviation("generation") is not None
+    with pytest.raises(engines.EngineUnavailable) as refused:
+        engines.EngineCache().get(deepseek, deepseek.single, "auto", "gpu", **engine_overrides(CONFIGURATIONS["chunked"]))
+    assert refused.value.skip and "declared not to start" in str(refused.value) and not started
+    engines.EngineCache().get(deepseek, deepseek.single, "auto", "gpu")
+    assert len(started) == 1

@@ -36,6 +36,17 @@ def test_a_family_config_that_splits_applies_and_one_that_cannot_says_why():
     assert "no TP-ready synthetic checkpoint" in sharded.applies(mllama, mllama.single)
 
 
+def test_encoder_dp_applies_only_where_vllms_model_has_a_data_parallel_encoder():
+    # On two H100s (vLLM 0.24.0) 21 family-configs started a TP=2 engine for encoder_dp only for vLLM to
+    # fall back to mm_encoder_tp_mode=weights; the model class says so before any engine starts.
+    assert sharded.applies(QWEN, QWEN.single, ENCODER_DP) is None
+    assert sharded.applies(QWEN, QWEN.single, TP2) is None
+    llava = get_family("llava")
+    why = sharded.applies(llava, llava.single, ENCODER_DP)
+    assert "LlavaForConditionalGeneration has no data-parallel encoder" in why
+    assert sharded.applies(llava, llava.single, TP2) is None
+
+
 class Engine:
     def __init__(self, workers: int, mode: str):
         self.workers = workers

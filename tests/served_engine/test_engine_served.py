@@ -243,11 +243,16 @@ def test_uuid_hits_in_metrics(family, variant, engine_server, engine_servers):
 
 
 @_engine_may_die
-def test_concurrent_requests_stay_apart(family, variant, engine_server, engine_servers):
+def test_concurrent_requests_stay_apart(family, variant, engine_server, engine_servers, weights_mode, engine_platform):
     """Same text, different media (the example's images, else its primary modality's items), sent
     together (on GPUs with prefix caching on: the text prefix is shared): each answer is the one
     the request gets alone, within noise and by vLLM's check_logprobs_close rule."""
+    from vlcheck.engine.engines import DUMMY_WEIGHTS_NOTE, engine_args
+
     server, _ = engine_server
+    if "image" in variant.modalities and engine_args(family, variant, weights_mode, platform=engine_platform)[1] == "synthetic-dummy":
+        # minicpmv and ovis served on an H100: every image gave the same uniform logprobs (-6.7979 each)
+        pytest.skip(f"{family.name}: different images cannot give different answers: {DUMMY_WEIGHTS_NOTE}")
     if "image" in variant.modalities:
         conversations = [_image_messages(variant, 60 + 3 * i) for i in range(CONCURRENT)]
     else:

@@ -24,7 +24,8 @@ def engine_overrides(config: Configuration) -> dict[str, Any]:
     engine as its reference: none."""
     if config.served:
         return {}
-    return {**config.engine_args, **({"checkpoint": config.checkpoint} if config.checkpoint != "default" else {})}
+    return {**config.engine_args, **({"checkpoint": config.checkpoint} if config.checkpoint != "default" else {}),
+            **({"in_process_core": True} if config.in_process_core else {})}
 
 
 def why_not_applicable(config: Configuration, spec: FamilySpec, variant: Variant) -> str | None:
@@ -33,7 +34,7 @@ def why_not_applicable(config: Configuration, spec: FamilySpec, variant: Variant
     module = importlib.import_module(MEASURED_BY.get(config.name, "vlcheck.configurations.offline"))
     applies = getattr(module, "applies", None)
     try:
-        return applies(spec, variant) if applies else None
+        return applies(spec, variant, config) if applies else None
     except Exception:  # noqa: BLE001 - no checkpoint to ask: the engine's start will say it
         return None
 

@@ -49,6 +49,9 @@ class Configuration:
     """GPUs one engine of this configuration takes (scripts/gpu-tier.sh gives a family-config as many)."""
     serve_line: str | None = None
     """A user's `vllm serve` flags this configuration was made from."""
+    in_process_core: bool = False
+    """Its proof is read from vLLM's scheduler, which lives in the engine core: the engine core runs in
+    the test process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`; the CPU build's engines always do)."""
 
     @property
     def is_default(self) -> bool:
@@ -70,7 +73,7 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "chunked", f"chunked prefill with a {CHUNK_TOKENS}-token step budget (max_num_batched_tokens)",
         "a chunk of some request ends strictly inside an image's placeholder range (the scheduler's steps, "
         "recorded per request)",
-        {"enable_chunked_prefill": True, "max_num_batched_tokens": CHUNK_TOKENS}),
+        {"enable_chunked_prefill": True, "max_num_batched_tokens": CHUNK_TOKENS}, in_process_core=True),
     Configuration(
         "prefix", f"automatic prefix caching, {PREFIX_BLOCK}-token blocks",
         "a request served cached tokens that end inside an image, and one whose cached tokens end after it "

@@ -23,9 +23,27 @@ from vlcheck.spec.schema import FamilySpec, Variant
 SIZE = 2
 
 
-def applies(spec: FamilySpec, variant: Variant) -> str | None:
-    """Why the TP-ready checkpoint cannot be split over 2 ranks (a head count that does not divide), or None."""
-    return plan(spec, variant).why_not(SIZE)
+def applies(spec: FamilySpec, variant: Variant, config: Configuration | None = None) -> str | None:
+    """Why the TP-ready checkpoint cannot be split over 2 ranks (a head count that does not divide), or,
+    for `encoder_dp`, why vLLM would not run this model's encoder data-parallel; else None."""
+    why = plan(spec, variant).why_not(SIZE)
+    if why is None and config is not None and config.engine_args.get("mm_encoder_tp_mode") == "data":
+        why = encoder_not_data_parallel(variant.architecture)
+    return why
+
+
+def encoder_not_data_parallel(architecture: str) -> str | None:
+    """vLLM runs an encoder data-parallel only where the model class says it can
+    (`supports_encoder_tp_data`); elsewhere it warns and shards the encoder by weights, and a TP=2
+    engine started to learn that (70 s on an H100) proves nothing: say so before any engine starts."""
+    try:
+        model_cls = adapter.load_model_class(architecture)
+    except Exception:  # noqa: BLE001 - no class to ask: the engine's start will say it
+        return None
+    if getattr(model_cls, "supports_encoder_tp_data", False):
+        return None
+    return (f"vLLM's {model_cls.__name__} has no data-parallel encoder (supports_encoder_tp_data is False): "
+            "with mm_encoder_tp_mode=data vLLM shards its encoder by weights, as tp2 does")
 
 
 def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -> Measured:
