@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from vlcheck.runners.shard import Shard, durations_from_summary, family_weights, load_durations, partition, select
+from vlcheck.runners.shard import (CPU_ENGINE_DURATIONS_FILE, Shard, durations_from_junit, durations_from_summary,
+                                   family_weights, load_durations, partition, select)
 from vlcheck.spec.registry import all_families
 
 
@@ -50,9 +51,27 @@ def test_durations_are_read_from_a_gpu_tier_summary():
     assert durations_from_summary(summary) == {"aria-multi_image": 65.0, "ovis-single": 2.0}
 
 
+def test_the_cpu_engine_tiers_durations_are_its_tests_times_per_family_config():
+    junit = ('<testsuites><testsuite>'
+             '<testcase name="test_greedy_outputs_match_golden[cpu-llava-next-video-single]" time="2.5"/>'
+             '<testcase name="test_configuration[cpu-llava-next-video-single-chunked]" time="4.0"/>'
+             '<testcase name="test_engine_facts_as_reported[qwen2_vl-multi_image]" time="1.25"/>'
+             '<testcase name="test_no_family" time="9"/></testsuite></testsuites>')
+    assert durations_from_junit([junit]) == {"llava-next-video-single": 6.5, "qwen2_vl-multi_image": 1.2}
+
+
 def test_the_durations_data_names_only_existing_family_configs():
     ids = {f"{s.name}-{v.kind}" for s in all_families().values() for v in s.variants}
     assert set(load_durations()) <= ids
+    assert set(load_durations(CPU_ENGINE_DURATIONS_FILE)) <= ids
+
+
+def test_the_cpu_engine_tier_splits_by_its_own_durations():
+    # The GPU tier's data split the CPU engine tier 401 s / 505 s of tests in CI (its served family-configs,
+    # qwen2_vl-single and llava-single, cost minutes on vLLM's CPU build and seconds on a GPU).
+    weights = family_weights(list(all_families().values()), load_durations(CPU_ENGINE_DURATIONS_FILE))
+    loads = [sum(weights[n] for n in part) for part in partition(weights, 2)]
+    assert abs(loads[0] - loads[1]) <= 0.05 * sum(loads)
 
 
 def _collected(*args):
@@ -63,9 +82,10 @@ def _collected(*args):
     return [line for line in out.splitlines() if "::" in line]
 
 
-def test_pytest_shards_run_every_test_exactly_once():
+@pytest.mark.parametrize("durations", [[], ["--vlcheck-shard-durations", str(CPU_ENGINE_DURATIONS_FILE)]])
+def test_pytest_shards_run_every_test_exactly_once(durations):
     whole = _collected()
-    first, second = _collected("--vlcheck-shard", "1/2"), _collected("--vlcheck-shard", "2/2")
+    first, second = _collected("--vlcheck-shard", "1/2", *durations), _collected("--vlcheck-shard", "2/2", *durations)
     assert sorted(first + second) == sorted(whole) and not set(first) & set(second)
     family_free = [t for t in whole if "[" not in t]
     assert family_free and set(family_free) <= set(first)  # tests of no family: shard 1 only

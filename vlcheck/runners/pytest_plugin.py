@@ -47,6 +47,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-shard", type=_shard, default=None, metavar="I/N",
                     help="run shard I of N: whole families, balanced by measured durations (vlcheck/runners/shard.py); "
                          "tests that belong to no family run in shard 1")
+    group.addoption("--vlcheck-shard-durations", default=None, metavar="FILE",
+                    help="the seconds per family-config --vlcheck-shard balances by (default: the GPU tier's, "
+                         "vlcheck/runners/gpu_durations.json; scripts/cpu-engine-tier passes the CPU engine tier's)")
     group.addoption("--vlcheck-store", metavar="DIR", default=None,
                     help="the result store the catalogue's checks share with `vlcheck check` (default: $VLCHECK_STORE "
                          "or ~/.cache/vlcheck/results; `none`: no store): a family-config whose inputs (vlcheck's code "
@@ -136,10 +139,15 @@ def selected_families(config: pytest.Config) -> list[str]:
         names = [n for n in names if n in wanted]
     shard = config.getoption("--vlcheck-shard")
     if shard is not None:
-        from vlcheck.runners.shard import select
+        from vlcheck.runners.shard import load_durations, select
 
         loaded = all_families()
-        mine = {s.name for s in select([loaded[n] for n in names if n in loaded], shard)}
+        durations = config.getoption("--vlcheck-shard-durations")
+        try:
+            durations = load_durations(Path(durations)) if durations else None
+        except (OSError, ValueError, KeyError) as err:
+            raise pytest.UsageError(f"--vlcheck-shard-durations {durations}: {err}") from None
+        mine = {s.name for s in select([loaded[n] for n in names if n in loaded], shard, durations)}
         # a spec that does not load has no measured duration: its (failing) tests run in shard 1
         names = [n for n in names if n in mine or (n not in loaded and shard.index == 1)]
     return names

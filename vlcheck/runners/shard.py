@@ -9,7 +9,10 @@ name and then by the lower shard, so every runner computes the same split from t
 A family-config missing from the data weighs the median of those measured.
 
 `python -m vlcheck.runners.shard N` prints the split into N shards; `python -m vlcheck.runners.shard --update
-gpu-out/summary.txt` refreshes the durations from a GPU tier run.
+gpu-out/summary.txt` refreshes the durations from a GPU tier run. The engine tier on vLLM's CPU build
+weighs its families by its own data (`--vlcheck-shard-durations`, CPU_ENGINE_DURATIONS_FILE: its served
+family-configs cost minutes there, seconds on a GPU); `--update-cpu-engine shard-*.xml` refreshes it
+from that tier's JUnit files.
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ from typing import Iterable
 from vlcheck.spec.schema import FamilySpec, config_id
 
 DURATIONS_FILE = Path(__file__).with_name("gpu_durations.json")
+CPU_ENGINE_DURATIONS_FILE = Path(__file__).with_name("cpu_engine_durations.json")
 SUMMARY_LINE = re.compile(r"^(\S+) (\S+) rc=\d+ (\d+)s\b")
 """A family-config's line in the GPU tier's summary.txt: `family kind rc=0 45s ...`."""
+TEST_ID = re.compile(r"\[(?:cpu-|gpu-)?(.+?)-(single|multi_image)(?:-[^\]]*)?\]")
+"""A test's family-config in its JUnit name: `test_x[cpu-llava-next-single-chunked]` -> llava-next, single."""
 
 
 @dataclass(frozen=True)
@@ -88,11 +94,32 @@ def durations_from_summary(text: str) -> dict[str, float]:
     return found
 
 
+def durations_from_junit(texts: Iterable[str]) -> dict[str, float]:
+    """Seconds per family-config id: the sum of its tests' times in JUnit XML files (an engine tier's shards)."""
+    import xml.etree.ElementTree as ET
+
+    found: dict[str, float] = {}
+    for text in texts:
+        for case in ET.fromstring(text).iter("testcase"):
+            if match := TEST_ID.search(case.get("name", "")):
+                key = f"{match[1]}-{match[2]}"
+                found[key] = round(found.get(key, 0.0) + float(case.get("time") or 0.0), 1)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vlcheck.runners.shard", description=__doc__.split("\n\n")[0])
     parser.add_argument("count", type=int, nargs="?", help="print the split of the GPU tier's families into COUNT shards")
     parser.add_argument("--update", metavar="SUMMARY", help="merge the wall times of a gpu-tier summary.txt into the data")
+    parser.add_argument("--update-cpu-engine", metavar="JUNIT", nargs="+",
+                        help="replace the CPU engine tier's data with the test times of its JUnit files (shard-*.xml)")
     args = parser.parse_args(argv)
+    if args.update_cpu_engine:
+        measured = durations_from_junit(Path(p).read_text() for p in args.update_cpu_engine)
+        doc = json.loads(CPU_ENGINE_DURATIONS_FILE.read_text())
+        doc["seconds"] = dict(sorted(measured.items()))
+        CPU_ENGINE_DURATIONS_FILE.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"{len(measured)} family-configs in {CPU_ENGINE_DURATIONS_FILE}")
     if args.update:
         measured = durations_from_summary(Path(args.update).read_text())
         doc = json.loads(DURATIONS_FILE.read_text())
