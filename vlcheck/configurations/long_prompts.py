@@ -61,7 +61,7 @@ class ServedPattern:
         return self.pattern.summary(self.layers)
 
 
-def applies(spec: FamilySpec, variant: Variant, config=None) -> str | None:
+def applies(spec: FamilySpec, variant: Variant, config: Configuration | None = None) -> str | None:
     """Why the configuration cannot run for this family-config (`<family>: no sliding-window layers
     in <config class> (...)`), or None: asked of the family's config class before any engine starts
     (raises NotBuildable where no checkpoint can be built)."""

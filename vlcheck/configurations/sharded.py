@@ -27,9 +27,13 @@ def applies(spec: FamilySpec, variant: Variant, config: Configuration | None = N
     """Why the TP-ready checkpoint cannot be split over 2 ranks (a head count that does not divide), or,
     for `encoder_dp`, why vLLM would not run this model's encoder data-parallel; else None."""
     why = plan(spec, variant).why_not(SIZE)
-    if why is None and config is not None and config.engine_args.get("mm_encoder_tp_mode") == "data":
+    if why is None and config is not None and wants_data_parallel_encoder(config):
         why = encoder_not_data_parallel(variant.architecture)
     return why
+
+
+def wants_data_parallel_encoder(config: Configuration) -> bool:
+    return config.engine_args.get("mm_encoder_tp_mode") == "data"
 
 
 def encoder_not_data_parallel(architecture: str) -> str | None:
@@ -65,7 +69,7 @@ def sharding_proof(handle, config: Configuration, measured: Measured) -> None:
     measured.proof = {"tensor_parallel_workers": workers, "mm_encoder_tp_mode": mode}
     if workers != SIZE:
         measured.not_exercised = f"the engine answered from {workers} worker(s), not {SIZE}"
-    elif config.engine_args.get("mm_encoder_tp_mode") == "data" and mode != "data":
+    elif wants_data_parallel_encoder(config) and mode != "data":
         measured.not_exercised = f"the engine's mm_encoder_tp_mode is {mode!r}: the encoder was not run data-parallel"
 
 

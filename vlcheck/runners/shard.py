@@ -103,8 +103,8 @@ def durations_from_junit(texts: Iterable[str]) -> dict[str, float]:
         for case in ET.fromstring(text).iter("testcase"):
             if match := TEST_ID.search(case.get("name", "")):
                 key = f"{match[1]}-{match[2]}"
-                found[key] = round(found.get(key, 0.0) + float(case.get("time") or 0.0), 1)
-    return found
+                found[key] = found.get(key, 0.0) + float(case.get("time") or 0.0)
+    return {key: round(seconds, 1) for key, seconds in found.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
