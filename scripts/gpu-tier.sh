@@ -21,6 +21,9 @@
 #                   runner and a fresh machine starts its engines warm
 #   SHARD=i/n       only this runner's share of the families (vlcheck/runners/shard.py), for a CI job matrix
 #   RECORD=1        record goldens and GPU snapshots (--vlcheck-update-goldens --snapshot-update)
+#   SERVE           the family-configs whose engine also serves vLLM's OpenAI app for the served checks
+#                   (tests/served_engine/; --vlcheck-serve each; default: all; SERVE= for none). One
+#                   engine serves the offline and the served checks (vlcheck/engine/shared_server.py)
 #   CONFIG_TIMEOUT  seconds one family-config may take (default 600: a last resort behind the watchdog,
 #                   which ends a dead or hung engine's family-config in seconds; a fresh H100's first
 #                   wave of cold engines took 137-145 s to start, and chameleon's last test ended at 297 s)
@@ -43,6 +46,8 @@ if [ -n "${COMPILE_CACHE:-}" ]; then
 fi
 record=()
 [ "${RECORD:-0}" = 1 ] && record=(--vlcheck-update-goldens --snapshot-update)
+serve=()
+for selected in ${SERVE-all}; do serve+=(--vlcheck-serve "$selected"); done
 
 visible_gpus() {
   if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then echo "${CUDA_VISIBLE_DEVICES//,/ }"
@@ -114,7 +119,7 @@ reap() {  # wait for one job, give back its GPUs; fails if that job failed
 
 run_config() {  # family kind "gpu ids" pytest-args...
   local t=$(date +%s) log="$out/logs/$1-$2.log"
-  CUDA_VISIBLE_DEVICES=${3// /,} timeout "${CONFIG_TIMEOUT:-600}" python3 -m pytest -q -m gpu -p no:cacheprovider "${record[@]}" -rfEsxX \
+  CUDA_VISIBLE_DEVICES=${3// /,} timeout "${CONFIG_TIMEOUT:-600}" python3 -m pytest -q -m gpu -p no:cacheprovider "${record[@]}" "${serve[@]}" -rfEsxX \
     --junitxml "$out/logs/$1-$2.xml" --vlcheck-family "$1" --vlcheck-variant "$2" "${@:4}" tests > "$log" 2>&1
   local rc=$?
   echo "$1 $2 rc=$rc $(( $(date +%s) - t ))s $(grep -aE '(passed|failed|skipped|error)' "$log" | tail -1) [gpu ${3// /,}]" >> "$out/summary.txt"

@@ -95,9 +95,40 @@ def test_fp8_generation_and_its_noise_run_one_request_per_batch(monkeypatch):
     monkeypatch.setattr(runs, "run_shape", run_shape)
     monkeypatch.setattr(goldens, "environment", lambda *args: {"gpu": "NVIDIA H100 80GB HBM3"})
     variant = QWEN.variants[0]
-    fp8 = SimpleNamespace(generation_runs=None, one_request_per_batch=True, dtype="bfloat16")
+    fp8 = SimpleNamespace(generation_runs=None, one_request_per_batch=True, runs_alone=True, dtype="bfloat16")
     found = runs.measured_noise(QWEN, variant, fp8)
     assert calls and all(calls) and set(found) == {"repeat"}
     calls.clear()
-    eager = SimpleNamespace(generation_runs=None, one_request_per_batch=False, dtype="float32")
-    assert set(runs.measured_noise(QWEN, variant, eager)) == {"repeat", "alone"} and not all(calls)
+    batched = SimpleNamespace(generation_runs=None, one_request_per_batch=False, runs_alone=False, dtype="float32")
+    assert set(runs.measured_noise(QWEN, variant, batched)) == {"repeat", "alone"} and not all(calls) and any(calls)
+
+
+def test_an_engine_whose_core_runs_apart_runs_its_goldens_alone_and_measures_batching_against_them(monkeypatch):
+    # qwen2_5_vl on an H100 among 16 family-configs: its second request joined the decode batch otherwise than
+    # when the golden was recorded (the core schedules each request as it arrives) and moved 0.0022 nats
+    calls = []
+
+    def run_shape(spec, variant, h, modality, count, alone=False, salt=None, uuid_tag=None):
+        calls.append((alone, salt))
+        return ShapeRun(f"{modality} x{count}", [30], [30], ["length"], outputs(-0.5))
+
+    monkeypatch.setattr(runs, "run_shape", run_shape)
+    monkeypatch.setattr(goldens, "environment", lambda *args: {"gpu": "NVIDIA H100 80GB HBM3"})
+    variant = QWEN.variants[0]
+    shapes = len(variant.modalities) * len(variant.item_counts())
+    gpu = SimpleNamespace(generation_runs=None, one_request_per_batch=False, runs_alone=True, dtype="float32")
+    assert set(runs.measured_noise(QWEN, variant, gpu)) == {"repeat", "alone"}
+    assert calls[:shapes] == [(True, None)] * shapes  # the goldens' own runs: alone
+    assert calls[shapes:2 * shapes] == [(True, "vlcheck-repeat")] * shapes  # their repeat: alone, not from the cache
+    assert calls[2 * shapes:] == [(False, "vlcheck-batched")] * shapes  # the noise of batching: the other form
+
+
+def test_runs_alone_where_the_engine_core_is_not_in_this_process():
+    from vlcheck.engine.engines import EngineHandle
+
+    def handle(**kw):
+        return EngineHandle(key=(), llm=None, weights="seeded", model_dir="", start_seconds=0.0, **kw)
+
+    assert handle(core_in_process=False).runs_alone  # a GPU's LLM, the shared engine
+    assert not handle(core_in_process=True).runs_alone  # vLLM's CPU build, chunked's in-process core
+    assert handle(core_in_process=True, one_request_per_batch=True).runs_alone  # fp8

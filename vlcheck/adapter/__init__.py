@@ -32,6 +32,10 @@ Shims (API: generations, with the versions measured to need them):
   (the loaded layers' quantization methods; a projector's output scaled for the goldens' power test),
   which vllm 0.24-0.33 allow with VLLM_ALLOW_INSECURE_SERIALIZATION=1. The model registry's
   `_run_in_subprocess` (`models.py`, vllm 0.24-0.33) runs in this process where no GPU is visible.
+- the shared engine (`shared_engine.py`): `LLM`'s own rendering steps (`OfflineInferenceMixin`,
+  `vllm.entrypoints.offline_utils` on vllm 0.24, `vllm.entrypoints.common.offline` on 0.32) applied to
+  an AsyncLLM, and `vllm serve`'s engine and app builders (`vllm.entrypoints.openai.api_server` on
+  0.24, `vllm.entrypoints.launchers.api_server.entry` on 0.32).
 - servers (`render_server.py`, `serve_args.py`): vLLM's CLI entry point (`vllm.entrypoints.cli.main`)
   and its `serve` subcommand's parser (`ServeSubcommand.subparser_init`), the same on vllm 0.24 and
   0.32 although the render server's module moved (`vllm.entrypoints.cli.launch` ->
@@ -55,7 +59,7 @@ __all__ = ["AllowedValues", "Processor", "apply_processor", "chat_template_conte
 def describe() -> dict[str, str]:
     """API -> the shim generation picked for the installed vLLM and transformers (detected now
     where not yet used; a detection that fails is named, never raised: the report must be written)."""
-    from vlcheck.adapter import chat, engine, generations, hf_classes, processor, scheduler, video
+    from vlcheck.adapter import chat, engine, generations, hf_classes, processor, shared_engine, scheduler, video
 
     return generations.detect_all({
         "processor": processor.generation,
@@ -67,4 +71,5 @@ def describe() -> dict[str, str]:
         "scheduler steps": scheduler.generation,
         "video loader": video.generation,
         "cpu kv block size": engine.cpu_kv_block_generation,
+        "shared engine": shared_engine.generation,
     })

@@ -155,3 +155,11 @@ def non_default_engine_args(flags: str) -> dict[str, Any]:
     fields = engine_arg_types()
     return {k: v for k, v in given.items()
             if k in fields and k not in NOT_CARRIED and v != default.get(k)}
+
+
+def parse_on_this_platform(model: str, flags: list[str]):
+    """vLLM's `serve` namespace for MODEL and flags on the platform this process runs (a GPU's, or
+    the CPU build's): the shared engine's command line (`vlcheck/engine/shared_server.py`)."""
+    args = _parser().parse_args(["serve", model, *flags])
+    args.model = model
+    return args

@@ -25,8 +25,8 @@ from typing import Any
 
 from vlcheck.served.server import Server, ServerFailed, free_port, log_tail, start_command
 
-__all__ = ["READY_TIMEOUT_S", "SERVED_NAME", "EngineServer", "ServerFailed", "as_golden", "command", "flags",
-           "metric", "start"]
+__all__ = ["READY_TIMEOUT_S", "SERVED_NAME", "EngineServer", "ServerFailed", "as_golden", "chat_template", "command",
+           "flags", "metric", "start"]
 
 READY_TIMEOUT_S = 420.0
 """An API server on the CPU build imports vLLM twice (server, engine core): 2-4 minutes on a
@@ -65,6 +65,20 @@ def command(platform: str, engine_args: dict[str, Any], port: int, chat_template
     if platform == "cpu":
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", engine_args["model"], *line]
     return [*_vllm_cli(), "serve", engine_args["model"], *line]
+
+
+def chat_template(variant, checkpoint: str) -> str | None:
+    """The chat template the served checks serve `variant` with: the model's (its text), or None
+    where vLLM's fallback for the checkpoint serves it (its files are not in the HF cache).
+    Raises `served.render.NotServable` when neither exists."""
+    from vlcheck.prompt.templates import TemplateUnavailable, resolve
+    from vlcheck.served.render import chat_template_for
+
+    try:
+        return resolve(variant).text
+    except TemplateUnavailable:
+        chat_template_for(variant, Path(tempfile.mkdtemp(prefix="vlcheck-engine-server-")), checkpoint)
+        return None
 
 
 def environment(platform: str, engine_args: dict[str, Any]) -> dict[str, str]:

@@ -119,9 +119,22 @@ class EngineHandle:
     """Whether a test has recorded this engine's start time (the one that started it)."""
     platform: str = "gpu"
     """`gpu` or `cpu` (vLLM's CPU build)."""
+    server: Any = None
+    """Where the engine is shared with the served checks (`shared_server.SharedEngine`): its OpenAI
+    server (url, start_seconds, log, alive()); None for an `LLM`."""
+    core_in_process: bool = False
+    """The engine core steps in this process (vLLM's CPU build's `LLM`, a configuration's
+    `in_process_core`): a batch is the requests given together. Elsewhere the core schedules each
+    request as it arrives, so which batch a request lands in depends on timing."""
     goldens_mode: str = "compare"
     """`compare`, `record` (--vlcheck-update-goldens) or `measure_noise` (--vlcheck-measure-noise):
     what a configuration with goldens of its own (fp8) does with them."""
+
+    @property
+    def runs_alone(self) -> bool:
+        """Whether its generation runs (and goldens) put each request in a batch of its own
+        (`runs.generation_runs` says why)."""
+        return self.one_request_per_batch or not self.core_in_process
 
     @property
     def label(self) -> str:
@@ -265,12 +278,24 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
     return args, used, local
 
 
+def serves_too(platform: str, overrides: dict, in_process_core: bool) -> bool:
+    """Whether an engine with these overrides may also serve the served checks (`shared_server`):
+    the family-config's own engine (no overrides but its dtype), not a configuration's, a TP one or
+    the cache-off one. Its core then runs apart from this process, so its goldens run each request
+    alone (`EngineHandle.runs_alone`); on vLLM's CPU build those repeated the batched CPU goldens
+    exactly (qwen2_vl-single and llava-single, vLLM 0.24.0)."""
+    return platform in ("gpu", "cpu") and set(overrides) <= {"dtype"} and not in_process_core
+
+
 class EngineCache:
     """Holds at most one live engine; asking for another family-config frees the current one."""
 
-    def __init__(self):
+    def __init__(self, shares_server=None):
         self.current: EngineHandle | None = None
         self.failures: dict[tuple, str] = {}
+        self.shares_server = shares_server or (lambda spec, variant: False)
+        """(spec, variant) -> whether the family-config's own engine also serves the served checks
+        (`shared_server`; the pytest plugin: where --vlcheck-serve selects it)."""
 
     def get(self, spec: FamilySpec, variant: Variant, weights: str, platform: str = "gpu", **overrides) -> EngineHandle:
         why_not = platform_unavailable(platform)
@@ -285,11 +310,16 @@ class EngineCache:
             raise EngineUnavailable(f"{spec.name}: its engine is declared not to start or serve on these versions "
                                     f"({declared.reason[:200]}); in this test process its failure would end the "
                                     "process, so the configuration that needs its engine core here is not run", True)
+        from vlcheck.adapter.shared_engine import available as shared_engine_unavailable
+
+        served = (serves_too(platform, overrides, in_process_core) and self.shares_server(spec, variant)
+                  and shared_engine_unavailable() is None)
         args, used, local = engine_args(spec, variant, weights, platform=platform, **overrides)
         needed = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
         if needed > have:
             raise EngineUnavailable(f"{spec.name}: needs {needed} GPUs (tensor_parallel_size), this runner has {have}", True)
-        key = (platform, spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())), in_process_core)
+        key = (platform, spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())), in_process_core,
+               served)
         if self.current is not None and self.current.key == key and self.current.watchdog.dead is not None:
             self.failures[key] = self.current.watchdog.dead  # died under an earlier test: no restart
             self.close()
@@ -326,7 +356,7 @@ class EngineCache:
             if in_process_core:  # a configuration whose proof is read from the scheduler (chunked)
                 environment["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
             with watchdog.starting(), _environment(environment):
-                llm = LLM(**args)
+                llm = _shared_engine(spec, variant, args, local, watchdog) if served else LLM(**args)
         except (Exception, EngineDied) as err:
             words = "" if isinstance(err, EngineDied) else f"\nIts last words ({watchdog.log}):\n{last_words(watchdog.log)}"
             self.failures[key] = (f"{spec.name}: the engine failed to start after {time.perf_counter() - start:.0f} s: "
@@ -334,7 +364,8 @@ class EngineCache:
             raise EngineUnavailable(self.failures[key], False) from err
         self.current = EngineHandle(key, Watched(llm, watchdog), used, local, time.perf_counter() - start, processor,
                                     dtype=str(args.get("dtype", "auto")), watchdog=watchdog,
-                                    platform=platform)
+                                    platform=platform, server=llm.server if served else None,
+                                    core_in_process=not served and (platform == "cpu" or in_process_core))
         return self.current
 
     def close(self) -> None:
@@ -344,11 +375,28 @@ class EngineCache:
         from vlcheck import adapter
 
         if handle.watchdog.dead is None:
-            adapter.shutdown_engine(handle.llm._llm)
+            if handle.server is not None:
+                handle.llm._llm.shutdown()
+            else:
+                adapter.shutdown_engine(handle.llm._llm)
         handle.watchdog.stop(kill=True)  # a dead engine's other processes would wait on it
         del handle
         gc.collect()
         adapter.release_engine_memory()
+
+
+def _shared_engine(spec: FamilySpec, variant: Variant, args: dict, local: str, watchdog: Watchdog):
+    """The family-config's engine with its OpenAI server (`shared_server`), started with the chat
+    template the served checks use (None where vLLM's fallback for the checkpoint serves, or none can)."""
+    from vlcheck.engine.engine_server import chat_template
+    from vlcheck.engine.shared_server import SharedEngine
+    from vlcheck.served.render import NotServable
+
+    try:
+        template = chat_template(variant, local)
+    except NotServable:  # the served checks skip saying why; the offline ones need no template
+        template = None
+    return SharedEngine(args, template, watchdog.log).start()
 
 
 def engine_environment(dtype: Any) -> dict[str, str]:

@@ -289,12 +289,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = rest + sorted(live, key=lambda i: (*key(i), engine(i), configuration(i)))
 
 
+def serve_selected(config, family, variant) -> bool:
+    """Whether --vlcheck-serve selects this family-config's server."""
+    return bool({"all", family.name, config_id(family, variant)} & set(config.getoption("--vlcheck-serve")))
+
+
 @pytest.fixture(scope="session")
-def engines():
-    """The GPU tier's engine cache: one live vLLM engine at a time."""
+def engines(pytestconfig):
+    """The GPU tier's engine cache: one live vLLM engine at a time. A family-config whose server
+    --vlcheck-serve selects gets one engine for its offline and served checks (`shared_server`)."""
     from vlcheck.engine.engines import EngineCache
 
-    cache = EngineCache()
+    cache = EngineCache(shares_server=lambda family, variant: serve_selected(pytestconfig, family, variant))
     yield cache
     cache.close()
 
@@ -547,38 +553,41 @@ def serve_engine(family, variant, engine_platform, engine, engine_servers, reque
     The chat template is the model's, or None where vLLM's fallback for the checkpoint serves it."""
     from vlcheck.engine import engine_server
     from vlcheck.engine.engines import engine_args
-    from vlcheck.prompt.templates import TemplateUnavailable, resolve
 
-    wanted = request.config.getoption("--vlcheck-serve")
-    if not {"all", family.name, config_id(family, variant)} & set(wanted):
-        pytest.skip("the engine server is a second engine per family-config: select with --vlcheck-serve "
-                    f"{config_id(family, variant)} (or {family.name}, or all)")
+    if not serve_selected(request.config, family, variant):
+        pytest.skip("the served checks run where --vlcheck-serve selects the family-config (its engine then also "
+                    f"serves vLLM's OpenAI app): --vlcheck-serve {config_id(family, variant)} (or {family.name}, or all)")
 
     def serve(refused=None, **extra):
         import json
+
+        from vlcheck.served.render import NotServable
 
         key = (family.name, variant.kind, engine_platform, json.dumps(extra, sort_keys=True))
         args, _, local = engine_args(family, variant, engine.weights, platform=engine_platform,
                                      **({"dtype": engine.dtype} if engine.dtype != "auto" else {}), **extra)
         try:
-            template = resolve(variant).text
-        except TemplateUnavailable:  # not in the HF cache: vLLM's fallback for the checkpoint, where it has one
-            import tempfile
-
-            from vlcheck.served.render import NotServable, chat_template_for
-
-            try:
-                chat_template_for(variant, Path(tempfile.mkdtemp(prefix="vlcheck-engine-server-")), local)
-            except NotServable as err:
-                pytest.skip(f"{family.name} [{variant.kind}]: {err}")
-            template = None
-
-        def start():
-            return engine_server.start(engine_platform, args, template), template
+            template = engine_server.chat_template(variant, local)
+        except NotServable as err:
+            pytest.skip(f"{family.name} [{variant.kind}]: {err}")
+        if engine.server is not None and _shared_server_serves(engine, extra):
+            def start():  # the offline checks' own engine: no second one
+                return engine.server, template
+        else:
+            def start():
+                return engine_server.start(engine_platform, args, template), template
 
         return engine_servers.get(key, variant, start, refused)
 
     return serve
+
+
+def _shared_server_serves(engine, extra: dict) -> bool:
+    """Whether the engine's own server has `extra` engine args already (the served checks ask for
+    prefix caching on GPUs: vLLM's default there)."""
+    cache = engine.llm.vllm_config.cache_config
+    return all(key == "enable_prefix_caching" and bool(value) == bool(cache.enable_prefix_caching)
+               for key, value in extra.items())
 
 
 @pytest.fixture
