@@ -96,3 +96,39 @@ def test_a_process_started_after_the_engine_is_not_the_engine(watchdog):
     later.join()
     assert watchdog.dead is None
     llm.process.kill()
+
+
+class EngineDeadError(RuntimeError):
+    """vLLM's name for it: an AsyncLLM raises it from the request when its engine core has died."""
+
+
+class StandInAsyncFace(StandInLLM):
+    """The shared engine's face: it learns of the death from vLLM and raises, before the process is reaped."""
+
+    def generate(self, prompts):
+        self.process.join()
+        raise EngineDeadError("EngineCore encountered an issue. See stack trace (above) for the root cause.")
+
+
+def test_an_engine_death_reported_by_vllm_first_is_still_the_death(watchdog):
+    # deepseek_vl_v2's declared SIGFPE through the shared engine on an H100: 4 errors (EngineDeadError from the
+    # first request) where its xfail belonged, because vLLM said it before the watchdog saw the process exit
+    with watchdog.starting():
+        face = Watched(StandInAsyncFace(DIES.format(after=1.0)), watchdog)
+    with pytest.raises(EngineDied) as died:
+        face.generate(["a prompt"])
+    assert "killed by SIGFPE" in str(died.value) and isinstance(died.value.__cause__, EngineDeadError)
+
+
+def test_a_request_error_of_a_live_engine_stays_the_requests(watchdog):
+    with watchdog.starting():
+        stand_in = StandInLLM(DIES.format(after=60))
+
+    def refuses(prompts):
+        raise ValueError("the prompt is too long")
+
+    stand_in.generate = refuses
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="too long"):
+        Watched(stand_in, watchdog).generate(["a prompt"])
+    assert time.monotonic() - start < 1 and watchdog.dead is None  # no wait for a death that did not happen

@@ -35,6 +35,10 @@ LAST_WORDS_LINES = 25
 INTERRUPT = signal.SIGUSR1
 
 
+DEATH_SEEN_WITHIN_S = 10.0
+"""After vLLM reported its engine dead, how long the watchdog may take to see the process exit."""
+
+
 class EngineDied(BaseException):
     """The engine's processes exited, or it stopped answering; the message holds its last words.
     A BaseException, so that the `except Exception` around a request (hostile inputs classify
@@ -152,6 +156,18 @@ class Watchdog:
         self._arm(what, timeout)
         try:
             yield
+        except Exception as err:
+            # An AsyncLLM (the shared engine) reports its core's death as an exception of its own
+            # (vLLM's EngineDeadError) before this watchdog sees the process exit: deepseek_vl_v2's
+            # declared SIGFPE became 4 errors instead of its xfail on an H100. The death is the outcome.
+            self._disarm()
+            if type(err).__name__ == "EngineDeadError" or any(not p.is_alive() for p in self._seen):
+                deadline = time.monotonic() + DEATH_SEEN_WITHIN_S
+                while self.dead is None and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                if self.dead is not None:
+                    raise EngineDied(self.dead) from err
+            raise
         finally:
             self._disarm()
 
