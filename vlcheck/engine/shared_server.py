@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 import threading
 import time
 from contextlib import AsyncExitStack
@@ -26,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from vlcheck.engine.engine_server import SERVED_NAME, flags
-from vlcheck.served.server import free_port
 
 __all__ = ["SharedEngine", "command_line"]
 
@@ -72,7 +72,12 @@ class SharedEngine:
         if chat_template is not None:
             self.template_path = folder / f"{Path(log).stem}-chat_template.jinja"
             self.template_path.write_text(chat_template)
-        self.port = free_port()
+        # bound now and held until uvicorn serves on it, as `vllm serve` does: a port chosen free and let go
+        # was taken by another family-config's engine during the minute this one took to start (minicpmv, H100)
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
         self.argv = command_line(engine_args, self.port, self.template_path)
         self._log = Path(log)
         self._loop = asyncio.new_event_loop()
@@ -89,7 +94,11 @@ class SharedEngine:
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> "SharedEngine":
         began = time.perf_counter()
         self._thread.start()
-        self._run(self._start(), timeout_s)
+        try:
+            self._run(self._start(), timeout_s)
+        except BaseException:
+            self.shutdown()  # an engine core started before the app failed must not outlive it
+            raise
         self.server = _Server(f"http://127.0.0.1:{self.port}", time.perf_counter() - began, self._log, self.argv, self)
         return self
 
@@ -107,7 +116,7 @@ class SharedEngine:
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False,
                                 timeout_keep_alive=5)
         self._uvicorn = uvicorn.Server(config)
-        self._serving = asyncio.get_running_loop().create_task(self._uvicorn.serve())
+        self._serving = asyncio.get_running_loop().create_task(self._uvicorn.serve(sockets=[self._socket]))
         while not self._uvicorn.started:
             if self._serving.done():
                 self._serving.result()  # raises what stopped it (e.g. the port taken)
@@ -128,6 +137,7 @@ class SharedEngine:
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+        self._socket.close()
 
     async def _stop(self) -> None:
         if self._uvicorn is not None:
