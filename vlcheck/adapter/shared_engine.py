@@ -84,3 +84,20 @@ def render_prompts(engine, prompts: list) -> list:
 def render_chats(engine, conversations: list, chat_template: str | None) -> list:
     """`LLM.chat`'s rendering of each conversation with `chat_template` (None: the model's)."""
     return list(_mixin()._preprocess_chat(_as_llm(engine), conversations, chat_template=chat_template))
+
+
+def metrics_snapshot() -> list:
+    """The process's Prometheus metrics as `LLM.get_metrics()` reads them (`vllm.v1.metrics.reader`,
+    vllm 0.24 and 0.32): an AsyncLLM's stat loggers write to the same registry."""
+    from vllm.v1.metrics.reader import get_metrics_snapshot
+
+    return get_metrics_snapshot()
+
+
+def final_output_only(params):
+    """A copy of sampling `params` that streams only the finished output, as `LLM` sets them."""
+    from vllm.sampling_params import RequestOutputKind
+
+    params = params.clone()
+    params.output_kind = RequestOutputKind.FINAL_ONLY
+    return params

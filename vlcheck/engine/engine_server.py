@@ -14,7 +14,6 @@ The helpers here only speak HTTP to the server, so they judge any engine the sam
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sys
@@ -23,17 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vlcheck.engine.serve_flags import SERVED_NAME, flags
 from vlcheck.served.server import Server, ServerFailed, free_port, log_tail, start_command
 
-__all__ = ["READY_TIMEOUT_S", "SERVED_NAME", "EngineServer", "ServerFailed", "as_golden", "chat_template", "command",
-           "flags", "metric", "start"]
+__all__ = ["READY_TIMEOUT_S", "SERVED_NAME", "EngineServer", "ServerFailed", "as_golden", "command", "flags",
+           "metric", "start"]
 
 READY_TIMEOUT_S = 420.0
 """An API server on the CPU build imports vLLM twice (server, engine core): 2-4 minutes on a
 loaded 2-core machine."""
-NOT_FLAGS = ("model",)
-SERVED_NAME = "vlcheck"
-"""The model name requests use (`--served-model-name`), whatever folder is served."""
 
 
 def _vllm_cli() -> list[str]:
@@ -45,18 +42,6 @@ def _vllm_cli() -> list[str]:
     return [script] if script else [sys.executable, "-m", "vllm.entrypoints.cli.main"]
 
 
-def flags(engine_args: dict[str, Any]) -> list[str]:
-    """Engine args as `vllm serve` flags: `--max-model-len 4096`, a table or list as JSON, `True`
-    as a bare flag (a `False` is every such arg's default and is left out)."""
-    out: list[str] = []
-    for key, value in engine_args.items():
-        if key in NOT_FLAGS or value is False or value is None:
-            continue
-        name = "--" + key.replace("_", "-")
-        out += [name] if value is True else [name, json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
-    return out
-
-
 def command(platform: str, engine_args: dict[str, Any], port: int, chat_template: Path | None) -> list[str]:
     """The command line for `platform` (`gpu`: `vllm serve`; `cpu`: the API server module)."""
     line = ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", SERVED_NAME, *flags(engine_args)]
@@ -65,20 +50,6 @@ def command(platform: str, engine_args: dict[str, Any], port: int, chat_template
     if platform == "cpu":
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", engine_args["model"], *line]
     return [*_vllm_cli(), "serve", engine_args["model"], *line]
-
-
-def chat_template(variant, checkpoint: str) -> str | None:
-    """The chat template the served checks serve `variant` with: the model's (its text), or None
-    where vLLM's fallback for the checkpoint serves it (its files are not in the HF cache).
-    Raises `served.render.NotServable` when neither exists."""
-    from vlcheck.prompt.templates import TemplateUnavailable, resolve
-    from vlcheck.served.render import chat_template_for
-
-    try:
-        return resolve(variant).text
-    except TemplateUnavailable:
-        chat_template_for(variant, Path(tempfile.mkdtemp(prefix="vlcheck-engine-server-")), checkpoint)
-        return None
 
 
 def environment(platform: str, engine_args: dict[str, Any]) -> dict[str, str]:

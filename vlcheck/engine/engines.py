@@ -388,12 +388,11 @@ class EngineCache:
 def _shared_engine(spec: FamilySpec, variant: Variant, args: dict, local: str, watchdog: Watchdog):
     """The family-config's engine with its OpenAI server (`shared_server`), started with the chat
     template the served checks use (None where vLLM's fallback for the checkpoint serves, or none can)."""
-    from vlcheck.engine.engine_server import chat_template
     from vlcheck.engine.shared_server import SharedEngine
-    from vlcheck.served.render import NotServable
+    from vlcheck.served.render import NotServable, served_chat_template
 
     try:
-        template = chat_template(variant, local)
+        template = served_chat_template(variant, local)
     except NotServable:  # the served checks skip saying why; the offline ones need no template
         template = None
     return SharedEngine(args, template, watchdog.log).start()

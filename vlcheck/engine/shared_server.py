@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vlcheck.engine.engine_server import SERVED_NAME, flags
+from vlcheck.engine.serve_flags import SERVED_NAME, flags
 
 __all__ = ["SharedEngine", "command_line"]
 
@@ -163,9 +163,9 @@ class SharedEngine:
         return self.engine.get_tokenizer()
 
     def get_metrics(self):
-        from vllm.v1.metrics.reader import get_metrics_snapshot
+        from vlcheck.adapter.shared_engine import metrics_snapshot
 
-        return get_metrics_snapshot()
+        return metrics_snapshot()
 
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
         return self._run(self.engine.collective_rpc(method, timeout, args, kwargs))
@@ -192,17 +192,16 @@ class SharedEngine:
 
     def _generate(self, rendered: list, sampling_params, lora_request) -> list:
         from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
+
+        from vlcheck.adapter.shared_engine import final_output_only
 
         params = (list(sampling_params) if isinstance(sampling_params, (list, tuple))
                   else [sampling_params or SamplingParams()] * len(rendered))
         loras = list(lora_request) if isinstance(lora_request, (list, tuple)) else [lora_request] * len(rendered)
 
         async def one(prompt, sp, lora):
-            sp = sp.clone()
-            sp.output_kind = RequestOutputKind.FINAL_ONLY  # as LLM's: only the finished output
             final = None
-            async for out in self.engine.generate(prompt, sp, f"vlcheck-offline-{next(self._ids)}", lora_request=lora):
+            async for out in self.engine.generate(prompt, final_output_only(sp), f"vlcheck-offline-{next(self._ids)}", lora_request=lora):
                 final = out
             return final
 

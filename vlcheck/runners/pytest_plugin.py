@@ -561,13 +561,13 @@ def serve_engine(family, variant, engine_platform, engine, engine_servers, reque
     def serve(refused=None, **extra):
         import json
 
-        from vlcheck.served.render import NotServable
+        from vlcheck.served.render import NotServable, served_chat_template
 
         key = (family.name, variant.kind, engine_platform, json.dumps(extra, sort_keys=True))
         args, _, local = engine_args(family, variant, engine.weights, platform=engine_platform,
                                      **({"dtype": engine.dtype} if engine.dtype != "auto" else {}), **extra)
         try:
-            template = engine_server.chat_template(variant, local)
+            template = served_chat_template(variant, local)
         except NotServable as err:
             pytest.skip(f"{family.name} [{variant.kind}]: {err}")
         if engine.server is not None and _shared_server_serves(engine, extra):

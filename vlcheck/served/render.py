@@ -144,6 +144,19 @@ def chat_template_for(variant: Variant, workdir: Path, checkpoint: str | None = 
     return path, f"--chat-template from {variant.model}'s {template.source}"
 
 
+def served_chat_template(variant: Variant, checkpoint: str) -> str | None:
+    """The chat template the served engine checks serve `variant` with: the model's (its text), or
+    None where vLLM's fallback for the checkpoint serves it (its files are not in the HF cache).
+    Raises NotServable when neither exists."""
+    from vlcheck.prompt.templates import TemplateUnavailable, resolve
+
+    try:
+        return resolve(variant).text
+    except TemplateUnavailable:
+        chat_template_for(variant, Path(tempfile.mkdtemp(prefix="vlcheck-engine-server-")), checkpoint)
+        return None
+
+
 def _model_type(checkpoint: str | None) -> str | None:
     import json
 
