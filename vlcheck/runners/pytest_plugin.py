@@ -64,10 +64,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-accepted", metavar="FILE", default=None,
                     help="with --vlcheck-baseline: a TOML file of reviewed, accepted changes (see vlcheck diff --accepted)")
     group.addoption("--vlcheck-serve", action="append", default=[], metavar="FAMILY",
-                    help="engine tiers: also start vLLM's API server for these families or family-configs "
+                    help="engine tiers: also serve vLLM's OpenAI app for these families or family-configs "
                          "(repeatable: qwen2_vl, qwen2_vl-single, all) and check it over HTTP: against the offline "
                          "engine and with the official openai client (tests/served_engine/, on GPUs and vLLM's "
-                         "CPU build); a second engine each")
+                         "CPU build). The app runs on the family-config's own engine (vlcheck/engine/shared_server.py); "
+                         "scripts/gpu-tier.sh selects all")
     group.addoption("--vlcheck-engine-report", metavar="FILE",
                     help="CPU engine tier: write its cpu_engine report cells as a vlcheck report (the input of "
                          "`vlcheck diff`; per --vlcheck-shard, joined by `vlcheck merge`)")
