@@ -59,7 +59,7 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     measured = Measured(reference="the offline engine on the independently decoded frames")
     _record_file(inputs.clip, measured)
     offline = _offline_or_rejection(handle, inputs, measured)
-    served = _served(handle, variant, inputs, measured)
+    served = _served(handle, variant, inputs, measured, shared=not config.engine_args)
     if served is not None and offline is not None:
         _compare(served, offline, measured)
     return measured
@@ -143,16 +143,20 @@ def _record_file(clip: video_files.VideoFile, measured: Measured) -> None:
     measured.proof = {"frames_decoded": len(clip.indices)}
 
 
-def _served(handle, variant: Variant, inputs: Inputs, measured: Measured) -> dict | None:
+def _served(handle, variant: Variant, inputs: Inputs, measured: Measured, shared: bool) -> dict | None:
     """The chat answer in goldens' form (plus the served prompt token ids), or None where the
-    server did not start or rejected the file (a problem each)."""
+    server did not start or rejected the file (a problem each). `shared`: the configuration adds
+    no engine args, so the engine's own server (`handle.server`, where the served checks share the
+    engine) serves the file; otherwise a server of its own starts (on vLLM's CPU build 140 s of
+    qwen2_vl-single's 357 s in the engine tier)."""
     from vlcheck.core.results import frames_in_text
     from vlcheck.engine import engine_server as api_server
     from vlcheck.served.client import Client
     from vlcheck.served.requests import chat_messages
 
+    own = not (shared and handle.server is not None)
     try:
-        server = api_server.start(handle.platform, inputs.engine_args, inputs.template)
+        server = api_server.start(handle.platform, inputs.engine_args, inputs.template) if own else handle.server
     except api_server.ServerFailed as err:
         measured.problems.append(f"the API server did not start: {str(err).splitlines()[0]}")
         measured.frames = frames_in_text(str(err))
@@ -169,7 +173,9 @@ def _served(handle, variant: Variant, inputs: Inputs, measured: Measured) -> dic
             measured.frames = measured.frames or frames_in_text(server.log_tail(60))
             return None
     finally:
-        server.stop()
+        if own:
+            server.stop()
+    measured.facts["server"] = "its own" if own else "the engine's own (shared with the served checks)"
     return _as_golden(reply.body)
 
 
