@@ -159,7 +159,8 @@ class Watchdog:
         except Exception as err:
             # An AsyncLLM (the shared engine) reports its core's death as an exception of its own
             # (vLLM's EngineDeadError) before this watchdog sees the process exit: deepseek_vl_v2's
-            # declared SIGFPE became 4 errors instead of its xfail on an H100. The death is the outcome.
+            # declared SIGFPE became 4 errors instead of its xfail on an H100. The death is the outcome;
+            # disarmed first, so that the watch only records it while this waits (no second interrupt)
             self._disarm()
             if type(err).__name__ == "EngineDeadError" or any(not p.is_alive() for p in self._seen):
                 deadline = time.monotonic() + DEATH_SEEN_WITHIN_S
