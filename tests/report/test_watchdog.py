@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from vlcheck.engine.watchdog import EngineDied, Watchdog, Watched, exit_description
+from vlcheck.engine.watchdog import EngineDied, Watchdog, Watched, exit_code, exit_description
 
 DIES = ("import os, sys, signal, time; print('engine core: ready', flush=True); "
         "sys.stderr.write('engine core: get_scheduler_metadata(headdim=0)\\n'); sys.stderr.flush(); "
@@ -83,6 +83,27 @@ def test_a_healthy_engine_answers_through_the_watch(watchdog):
 def test_exit_codes_are_named():
     assert exit_description(-signal.SIGFPE) == "killed by SIGFPE (exit code -8)"
     assert exit_description(1) == "exited with code 1" and exit_description(None) == "still running"
+
+
+class ReapedElsewhere:
+    """A process another thread has reaped but not yet stored the code of (vLLM's monitor joining
+    its engine core): `exitcode` reads None for a while, then the code."""
+
+    def __init__(self, code_after_s: float):
+        self.ready_at = time.monotonic() + code_after_s
+
+    def join(self, timeout=None):
+        pass
+
+    @property
+    def exitcode(self):
+        return -signal.SIGFPE if time.monotonic() >= self.ready_at else None
+
+
+def test_an_exit_code_reaped_by_another_thread_is_waited_for():
+    # CI, stop 44: "EngineCore_DP0 ... still running during LLM.generate" for a process killed by SIGFPE
+    assert exit_description(exit_code(ReapedElsewhere(0.3))) == "killed by SIGFPE (exit code -8)"
+    assert exit_description(exit_code(ReapedElsewhere(60), within=0.2), exited=True).startswith("exited")
 
 
 def test_a_process_started_after_the_engine_is_not_the_engine(watchdog):

@@ -73,9 +73,9 @@ def last_words(log: Path, lines: int = LAST_WORDS_LINES) -> str:
     return "\n".join(text[-lines:]) if text else "(the engine's log is empty)"
 
 
-def exit_description(code: int | None) -> str:
+def exit_description(code: int | None, exited: bool = False) -> str:
     if code is None:
-        return "still running"
+        return "exited (another waiter took its exit code)" if exited else "still running"
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name} (exit code {code})"
@@ -101,6 +101,18 @@ def _output_to(log: Path):
             for fd, copy in saved.items():
                 os.dup2(copy, fd)
                 os.close(copy)
+
+
+def exit_code(process, within: float = 2.0) -> int | None:
+    """The exit code of a process whose sentinel fired. Another thread may have reaped it (vLLM's
+    engine monitor, or whoever joins it): then `exitcode` reads None until that thread has stored
+    the code, which a loaded CI machine showed as "still running" for a process killed by SIGFPE."""
+    end = time.monotonic() + within
+    while True:
+        process.join(timeout=0.1)
+        if process.exitcode is not None or time.monotonic() > end:
+            return process.exitcode
+        time.sleep(0.02)
 
 
 class Watchdog:
@@ -227,8 +239,7 @@ class Watchdog:
                 return
             if ready and self.dead is None:
                 p = sentinels[ready[0]]
-                p.join(timeout=1)
-                self._declare(f"{self.name}: the engine's process {p.name} (pid {p.pid}) {exit_description(p.exitcode)} "
+                self._declare(f"{self.name}: the engine's process {p.name} (pid {p.pid}) {exit_description(exit_code(p), exited=True)} "
                               f"during {self._what or 'no call (between requests)'}")
                 return
             deadline = self._deadline
