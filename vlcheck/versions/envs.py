@@ -210,15 +210,23 @@ def installed_envs() -> list[tuple[Path, dict]]:
 
 def run_vlcheck(env: Env, argv: Sequence[str], extra_env: dict[str, str] | None = None,
                 **kwargs) -> subprocess.CompletedProcess:
-    """`vlcheck ARGV` with the environment's interpreter (this checkout's code, its packages)."""
-    environ = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    """`vlcheck ARGV` with the environment's interpreter (this checkout's code, its packages).
+
+    The environment is vlcheck's cache, so Python writes its bytecode there whatever
+    PYTHONDONTWRITEBYTECODE says: uv installs no .pyc, and without them every process compiles the
+    modules it imports again (vLLM, torch, transformers: about 10 s of CPU per process; a candidate
+    check took 226 s instead of 163 s, docs/performance.md). The first run's warm-up process, alone,
+    writes most of it, before the check's workers start side by side."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")}
     cache = vllm_cache(env.versions.get("vllm") or env.request.vllm)
     environ["VLLM_CACHE_ROOT"] = str(cache)
     environ.update(extra_env or {})
-    if not (cache / "vlcheck-warmed").exists():
+    bytecode = env.path / "vlcheck-bytecode-written"
+    if not (cache / "vlcheck-warmed").exists() or not bytecode.exists():
         subprocess.run([str(env.python), "-c", WARM], env=environ, capture_output=True)
         cache.mkdir(parents=True, exist_ok=True)
         (cache / "vlcheck-warmed").write_text(env.path.name + "\n")
+        bytecode.write_text("the first vlcheck run in this environment wrote the bytecode of what it imports\n")
     return subprocess.run([str(env.python), "-m", "vlcheck.cli", *argv], env=environ, **kwargs)
 
 
