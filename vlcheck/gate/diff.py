@@ -463,6 +463,13 @@ def _environment_change(d: Diff, fmt) -> str:
                      if version(d.old_env, k) != version(d.new_env, k)) or "same vllm/transformers/torch"
 
 
+def file_clash_lines(d: Diff) -> list[str]:
+    """Files two distributions both install, per end (`core.file_clashes`): which copy is on disk
+    depends on the install order, so the same versions can behave differently elsewhere."""
+    return [f"{end} environment: {line}" for end, env in (("baseline", d.old_env), ("candidate", d.new_env))
+            for line in env.get("file_clashes") or ()]
+
+
 def summary(d: Diff) -> str:
     return (f"{len(d.regressions)} regressions, {len(d.new_failures)} new failures, {len(d.not_run)} not run, {len(d.lost_coverage)} lost coverage, "
             f"{len(d.moved)} moved, {len(d.accepted)} accepted, {len(d.fixed)} fixed, "
@@ -475,7 +482,7 @@ def causes_summary(d: Diff) -> str:
 
 
 def to_text(d: Diff) -> str:
-    parts = [f"environment: {_environment_change(d, lambda k, a, b: f'{k} {a} -> {b}')}"]
+    parts = [f"environment: {_environment_change(d, lambda k, a, b: f'{k} {a} -> {b}')}", *file_clash_lines(d)]
     if d.causes:
         parts.append(f"CAUSES ({causes_summary(d)}; the cells follow):\n"
                      + "\n".join("  " + c.text(i).replace("\n", "\n  ") for i, c in enumerate(d.causes, 1)))
@@ -496,6 +503,7 @@ def to_markdown(d: Diff) -> str:
     badge = {"SAFE": "✅ SAFE", "REGRESSED": "❌ REGRESSED", "FAILING": "❌ FAILING", "INCONCLUSIVE": "⚠️ INCONCLUSIVE",
              "INCOMPLETE": "⚠️ INCOMPLETE", "CHANGED": "🔎 CHANGED"}[d.verdict]
     lines = [f"## vlcheck diff: {badge}", "", _environment_change(d, lambda k, a, b: f"{k} `{a}` → `{b}`"), "",
+             *[f"- ⚠️ {line}" for line in file_clash_lines(d)], *([""] if file_clash_lines(d) else []),
              VERDICT_TEXT[d.verdict], "", summary(d), ""]
     if d.causes:
         lines += [f"### Causes ({causes_summary(d)})", "",

@@ -39,6 +39,9 @@ def environment() -> dict[str, Any]:
     from vlcheck import adapter
 
     env["vllm_adapter"] = adapter.describe()
+    from vlcheck.core.file_clashes import file_clashes
+
+    env["file_clashes"] = [c.line() for c in file_clashes()]
     try:
         import torch
 
@@ -96,6 +99,8 @@ def to_markdown(report: dict) -> str:
     checks = report["checks"]
     lines = ["## vlcheck report", "",
              " · ".join(f"{k} `{env.get(k)}`" for k in ("vllm", "transformers", "torch", "python", "gpu")), "",
+             *[f"- ⚠️ files installed twice: {line}" for line in env.get("file_clashes") or ()],
+             *([""] if env.get("file_clashes") else []),
              "| status | count |", "|---|---|"]
     lines += [f"| {s} | {n} |" for s, n in report["summary"].items()]
     lines += ["", "| family | " + " | ".join(checks) + " |", "|---|" + "---|" * len(checks)]

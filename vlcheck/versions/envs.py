@@ -144,6 +144,13 @@ def _versions(python: Path) -> dict[str, str | None]:
     return json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
+def _file_clashes(python: Path) -> list[str]:
+    """`core.file_clashes` in the environment: files two of its distributions both install."""
+    code = "from vlcheck.core.file_clashes import file_clashes\nfor c in file_clashes(): print(c.line())"
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
+    return proc.stdout.splitlines() if proc.returncode == 0 else []
+
+
 def _matches_torch(versions: dict[str, str | None]) -> bool:
     """torchaudio X.Y is built against torch X.Y alone; vLLM pins torch but may pull an older
     torchaudio (vLLM 0.32: torchaudio 2.11 beside torch 2.13, for which none is published)."""
@@ -198,6 +205,8 @@ def ensure(request: EnvRequest, refresh: bool = False, log: Callable[[str], None
     (path / MARKER).write_text(json.dumps(marker, indent=1))
     log(f"vlcheck env: {request.key} made in {seconds:.1f} s: "
         + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + (f"; dropped {', '.join(dropped)}" if dropped else ""))
+    for line in _file_clashes(python):
+        log(f"vlcheck env: warning: {line}")
     return Env(path, request, versions, seconds)
 
 
