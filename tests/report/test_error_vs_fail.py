@@ -81,3 +81,22 @@ def test_who_raised_an_exception_decides():
         types.SimpleNamespace().missing
     assert raised_by(ours.value) == "vlcheck"  # the repository's tests are vlcheck's code too
     assert from_exception("llava", "engine_args", ours.value).status is Status.ERROR
+
+
+def test_a_pydantic_validation_error_says_what_failed_not_only_its_header():
+    # vLLM 0.33.0's ModelConfig in CI: five families' cells read "ValidationError: 1 validation error for ModelConfig"
+    import pydantic
+
+    class ModelConfig(pydantic.BaseModel):
+        model: str
+
+        @pydantic.field_validator("model")
+        @classmethod
+        def inspect(cls, value):
+            raise ValueError("Model architectures ['Glm4vForConditionalGeneration'] failed to be inspected")
+
+    with pytest.raises(pydantic.ValidationError) as raised:
+        ModelConfig(model="a-checkpoint")
+    reason = from_exception("glm4_1v", "processor", raised.value).reason
+    assert "raised ValidationError: 1 validation error for ModelConfig | model | " in reason
+    assert "failed to be inspected" in reason and "For further information" not in reason

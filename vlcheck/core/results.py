@@ -121,9 +121,24 @@ def from_exception(family: str, check: str, err: BaseException, where: str = "")
     if owner == "vlcheck":
         return crashed(family, check, err, where)
     prefix = f"{where} " if where else ""
-    text = str(err).splitlines()[0][:300] if str(err) else ""
-    return CheckResult(family, check, Status.FAIL, f"{prefix}{owner} raised {type(err).__name__}: {text}",
+    return CheckResult(family, check, Status.FAIL, f"{prefix}{owner} raised {type(err).__name__}: {message_head(err)}",
                        frames=frames_of(err))
+
+
+_HEADER_ONLY = re.compile(r"^\d+ validation errors? for \w+$")
+
+
+def message_head(err: BaseException, limit: int = 300) -> str:
+    """An exception's message in one line: its first, or where that is only pydantic's header
+    ("1 validation error for ModelConfig", which vLLM's config classes raise for any cause) the
+    lines that say what failed (CI's candidate: five families read the header alone)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if _HEADER_ONLY.match(lines[0]):
+        said = [line for line in lines[1:] if not line.startswith("For further information")]
+        return " | ".join([lines[0], *said])[:limit]
+    return lines[0][:limit]
 
 
 # --- where an exception was raised ------------------------------------------------------------
