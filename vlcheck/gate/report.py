@@ -41,7 +41,10 @@ def environment() -> dict[str, Any]:
     env["vllm_adapter"] = adapter.describe()
     from vlcheck.core.file_clashes import file_clashes
 
-    env["file_clashes"] = [c.line() for c in file_clashes()]
+    try:
+        env["file_clashes"] = [c.line() for c in file_clashes()]
+    except Exception as err:  # noqa: BLE001 - a malformed RECORD must not cost the report
+        env["file_clashes"] = [f"(the installed distributions' file lists could not be read: {type(err).__name__}: {err})"]
     try:
         import torch
 
