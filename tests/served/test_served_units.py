@@ -1,6 +1,8 @@
 """The served layer's pieces that need no server: launch flags, the bad-request classification,
 the `vllm serve` line parser's messages and hints, Prometheus counters."""
 
+import os
+
 import pytest
 
 from vlcheck.served.bad_requests import CASES, BadRequest, classify, normalized
@@ -124,3 +126,28 @@ def test_a_launch_line_is_served_and_compared_with_the_offline_path_on_its_own_f
         assert "2 equal to the offline path with the line's flags" in served.reason and "not compared" not in served.reason, served.reason
         counts[max_pixels] = served.data["served_placeholders"]
     assert counts[12544] != counts[1003520], counts
+
+
+def test_the_gpu_server_runs_the_vllm_this_python_imports_not_one_on_path(tmp_path, monkeypatch):
+    """A `vllm` on PATH may be another environment's, or a script whose interpreter is gone (on a GPU
+    runner, a bundle's bin/vllm named the build machine's Python and every served check's server failed)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    import vllm
+
+    from vlcheck.engine.engine_server import command, vllm_cli_entry
+
+    stranger = tmp_path / "vllm"
+    stranger.write_text("#!/nonexistent/python\n")
+    stranger.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    argv = command("gpu", {"model": "/m"}, 8000, None)
+    assert argv[0] == sys.executable and str(stranger) not in argv
+    assert argv[argv.index("serve"):][:2] == ["serve", "/m"]
+    module, function = vllm_cli_entry()
+    assert Path(importlib.util.find_spec(module).origin).is_relative_to(Path(vllm.__file__).parent)
+    # vLLM's CLI needs a platform (a GPU) to parse its arguments: the code is read, not run here
+    compile(argv[2], "<vllm cli>", "exec")
+    assert f"from {module} import {function}" in argv[2] and "sys.argv[0] = 'vllm'" in argv[2]

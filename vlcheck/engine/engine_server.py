@@ -15,7 +15,6 @@ The helpers here only speak HTTP to the server, so they judge any engine the sam
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -33,13 +32,24 @@ READY_TIMEOUT_S = 420.0
 loaded 2-core machine."""
 
 
+def vllm_cli_entry() -> tuple[str, str]:
+    """(module, function) behind the `vllm` console script of the vLLM this Python imports."""
+    from importlib.metadata import entry_points
+
+    target = next((ep.value for ep in entry_points(group="console_scripts", name="vllm")),
+                  "vllm.entrypoints.cli.main:main")
+    module, _, function = target.partition(":")
+    return module, function
+
+
 def _vllm_cli() -> list[str]:
-    """The `vllm` console script beside this Python or on PATH; else the module it runs
-    (`vllm.entrypoints.cli.main`, the same code): an install without console scripts, as vLLM
-    unpacked onto PYTHONPATH on a GPU runner, has the CLI but no `vllm` file."""
-    beside = Path(sys.executable).with_name("vllm")
-    script = str(beside) if beside.is_file() else shutil.which("vllm")
-    return [script] if script else [sys.executable, "-m", "vllm.entrypoints.cli.main"]
+    """vLLM's CLI run by this Python (`vllm_cli_entry`). Never a `vllm` found on PATH or beside the
+    interpreter: that may be another environment's vLLM, or a script whose interpreter is gone (a
+    bundle unpacked onto PYTHONPATH on a GPU runner has a `bin/vllm` naming the build machine's
+    Python: every served check's own server failed to start with FileNotFoundError)."""
+    module, function = vllm_cli_entry()
+    return [sys.executable, "-c",
+            f"import sys; sys.argv[0] = 'vllm'; from {module} import {function}; sys.exit({function}())"]
 
 
 def command(platform: str, engine_args: dict[str, Any], port: int, chat_template: Path | None) -> list[str]:
