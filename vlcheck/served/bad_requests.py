@@ -24,8 +24,12 @@ from vlcheck.served.requests import chat_messages, media_part, png_data_url
 from vlcheck.served.server import free_port
 from vlcheck.spec.schema import Declaration, FamilySpec, Variant
 
-CASE_TIMEOUT_S = 30.0
-"""An answer slower than this is a hang (a data URL or a refused local connection takes < 1 s)."""
+CASE_TIMEOUT_S = 120.0
+"""An answer slower than this is a hang. Not the time a request should take (a data URL or a refused
+local connection takes < 1 s) but the slowest honest answer with room to spare: chameleon's 1 x 4000
+image (transformers' ChameleonImageProcessorPil scales the short side to 512 before cropping) took
+20-38 s and 11 GB on the 2-core machine, and over 30 s, reported as a hang, on a GPU host running 16
+family-configs on 16 cores (2026-11-26)."""
 
 
 @dataclass(frozen=True)
