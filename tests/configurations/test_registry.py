@@ -104,9 +104,6 @@ def test_a_declaration_covers_only_the_findings_it_names():
 def test_chunked_starts_its_engine_core_in_the_test_process_where_its_scheduler_can_be_read(monkeypatch):
     # On GPUs vLLM spawns the engine core, and the scheduler steps that prove a chunk ended inside an
     # image were out of reach: chunked skipped on every GPU. Its engine now starts in-process there too.
-    import sys
-    import types
-
     from vlcheck import adapter
     from vlcheck.configurations.checks import engine_overrides
     from vlcheck.engine import engines
@@ -118,7 +115,7 @@ def test_chunked_starts_its_engine_core_in_the_test_process_where_its_scheduler_
         def __init__(self, **args):
             seen.append((args.get("max_num_batched_tokens"), os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")))
 
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
+    monkeypatch.setattr("vllm.LLM", LLM)  # not a stand-in module: building the checkpoint imports vLLM's configs
     monkeypatch.setattr(engines, "platform_unavailable", lambda platform: None)
     monkeypatch.setattr(engines, "gpu_count", lambda: 1)
     monkeypatch.setattr(adapter, "create_processor", lambda local, args: None)
@@ -136,16 +133,14 @@ def test_chunked_starts_its_engine_core_in_the_test_process_where_its_scheduler_
 def test_an_engine_declared_not_to_start_is_not_started_in_the_test_process(monkeypatch):
     # In-process, deepseek_vl_v2's declared engine death (SIGFPE) ended the pytest process on an H100 (rc 136):
     # the family-config had no outcome at all. It is not started there; the eager engine (spawned) still is.
-    import sys
-    import types
-
     from vlcheck import adapter
     from vlcheck.configurations.checks import engine_overrides
     from vlcheck.engine import engines
     from vlcheck.spec.registry import get_family
 
     started = []
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=lambda **args: started.append(args)))
+    # vLLM's own module with LLM replaced, not a stand-in module: building the checkpoint imports vLLM's configs
+    monkeypatch.setattr("vllm.LLM", lambda **args: started.append(args))
     monkeypatch.setattr(engines, "platform_unavailable", lambda platform: None)
     monkeypatch.setattr(engines, "gpu_count", lambda: 1)
     monkeypatch.setattr(adapter, "create_processor", lambda local, args: None)

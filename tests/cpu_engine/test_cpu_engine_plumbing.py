@@ -4,6 +4,7 @@ per-family-config table, the source comparison of the two builds' wheels, and th
 refusal of a constraints file without pins."""
 
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def test_engine_server_command_line():
                        "--limit-mm-per-prompt", '{"image": 2}', "--kv-cache-memory-bytes", "1024",
                        "--chat-template", "/t.jinja"]
     gpu = engine_server.command("gpu", args, 8000, None)
-    assert gpu[0].endswith("/vllm") and gpu[1:3] == ["serve", "/m"]
+    assert gpu[0] == sys.executable and gpu[1] == "-c" and gpu[3:5] == ["serve", "/m"]
 
 
 JUNIT = """<testsuites><testsuite>

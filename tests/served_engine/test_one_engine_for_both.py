@@ -4,8 +4,6 @@ server, and the command line it is built from. The engine itself runs in the eng
 
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -31,7 +29,7 @@ def _started(monkeypatch, shares: bool):
         made.append("shared")
         return SimpleNamespace(server=SimpleNamespace(url="http://127.0.0.1:1"))
 
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
+    monkeypatch.setattr("vllm.LLM", LLM)  # not a stand-in module: building the checkpoint imports vLLM's configs
     monkeypatch.setattr(engines, "platform_unavailable", lambda platform: None)
     monkeypatch.setattr(engines, "gpu_count", lambda: 2)
     monkeypatch.setattr(engines, "_shared_engine", shared)
