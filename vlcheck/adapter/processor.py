@@ -21,6 +21,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable
 
 from vlcheck.adapter.generations import record, unknown
@@ -86,11 +87,46 @@ def create_processor(local_dir: str, engine_args: dict, cached: bool = False) ->
     inspect_in_this_process()
     kwargs = {k: v for k, v in engine_args.items() if k in MODEL_CONFIG_ARGS}
     kwargs.setdefault("dtype", "bfloat16")
-    config = ModelConfig(model=local_dir, tokenizer=local_dir, **kwargs)
+    try:
+        config = ModelConfig(model=local_dir, tokenizer=local_dir, **kwargs)
+    except Exception as err:
+        if "failed to be inspected" not in str(err):
+            raise
+        cause = _why_not_inspected(local_dir)
+        if cause is None:
+            raise
+        # the import's own exception, so that the cell names it and where it was raised (pydantic's
+        # frames, which a chained ValidationError would add, say nothing)
+        raise cause from None
     cache = MultiModalProcessorOnlyCache(config) if cached else None
     if generation() == CACHE_AT_CREATION:
         return Processor(MULTIMODAL_REGISTRY.create_processor(config, cache=cache), cache, cache_per_call=False)
     return Processor(MULTIMODAL_REGISTRY.create_processor(config), cache, cache_per_call=True)
+
+
+def _why_not_inspected(local_dir: str) -> BaseException | None:
+    """What importing the checkpoint's model class raises, where vLLM's ModelConfig said only that
+    the architecture "failed to be inspected" (its reason goes to the log). On CI's candidate, five
+    families' cells read that alone, and the cause was a file installed by two distributions:
+    `cuda.bindings.runtime` without `cudaLibrary_t`. None where the class imports here."""
+    import json
+
+    from vllm import ModelRegistry
+
+    from vlcheck.adapter.models import load_model_class
+
+    try:
+        archs = json.loads((Path(local_dir) / "config.json").read_text()).get("architectures") or []
+    except (OSError, ValueError):
+        return None
+    for arch in archs:
+        if arch not in ModelRegistry.models:
+            continue
+        try:
+            load_model_class(arch)
+        except Exception as cause:  # noqa: BLE001 - the import's own exception is the answer
+            return cause
+    return None
 
 
 def apply_processor(processor: Processor, prompt: str, mm_data: dict) -> dict:

@@ -1,0 +1,44 @@
+"""Where vLLM's ModelConfig says only that an architecture "failed to be inspected", the processor
+check names what importing the model class raised: on CI's candidate five families' cells read the
+pydantic header alone, and the cause was `cuda.bindings.runtime` without `cudaLibrary_t` (a file
+installed by two distributions)."""
+
+import json
+
+import pytest
+
+from vlcheck.adapter import models, processor
+
+UNINSPECTED = ("1 validation error for ModelConfig\n  Value error, Model architectures "
+               "['Glm4vForConditionalGeneration'] failed to be inspected. Please check the logs for more details.")
+
+
+@pytest.fixture
+def checkpoint(tmp_path, monkeypatch):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["Glm4vForConditionalGeneration"]}))
+
+    def uninspectable(**kwargs):
+        raise ValueError(UNINSPECTED)
+
+    monkeypatch.setattr("vllm.config.ModelConfig", uninspectable)
+    return str(tmp_path)
+
+
+def test_the_model_class_import_error_is_what_the_processor_raises(checkpoint, monkeypatch):
+    imported = []
+
+    def load(arch):
+        imported.append(arch)
+        raise AttributeError("module 'cuda.bindings.runtime' has no attribute 'cudaLibrary_t'")
+
+    monkeypatch.setattr(models, "load_model_class", load)
+    with pytest.raises(AttributeError, match="cudaLibrary_t") as raised:
+        processor.create_processor(checkpoint, {})
+    assert imported == ["Glm4vForConditionalGeneration"]
+    assert raised.value.__suppress_context__  # pydantic's frames are not where it went wrong
+
+
+def test_where_the_class_imports_here_vllms_own_error_stands(checkpoint, monkeypatch):
+    monkeypatch.setattr(models, "load_model_class", lambda arch: object)
+    with pytest.raises(ValueError, match="failed to be inspected"):
+        processor.create_processor(checkpoint, {})
