@@ -32,10 +32,31 @@ def test_the_model_class_import_error_is_what_the_processor_raises(checkpoint, m
         raise AttributeError("module 'cuda.bindings.runtime' has no attribute 'cudaLibrary_t'")
 
     monkeypatch.setattr(models, "load_model_class", load)
-    with pytest.raises(AttributeError, match="cudaLibrary_t") as raised:
+    with pytest.raises(processor.NotInspected) as raised:
         processor.create_processor(checkpoint, {})
     assert imported == ["Glm4vForConditionalGeneration"]
+    assert str(raised.value) == ("vLLM could not inspect Glm4vForConditionalGeneration: importing its class raised "
+                                 "AttributeError: module 'cuda.bindings.runtime' has no attribute 'cudaLibrary_t'")
     assert raised.value.__suppress_context__  # pydantic's frames are not where it went wrong
+    assert any(tb.tb_frame.f_code.co_name == "load" for tb in _tracebacks(raised.value))  # the import's frames
+
+
+def test_a_name_transformers_removed_is_a_failure_not_a_missing_package(checkpoint, monkeypatch):
+    # the checks read an ImportError from create_processor as an optional package not installed (skip)
+    def load(arch):
+        raise ImportError("cannot import name 'PixtralRotaryEmbedding' from 'transformers.models.pixtral'")
+
+    monkeypatch.setattr(models, "load_model_class", load)
+    with pytest.raises(processor.NotInspected, match="PixtralRotaryEmbedding") as raised:
+        processor.create_processor(checkpoint, {})
+    assert not isinstance(raised.value, ImportError)
+
+
+def _tracebacks(err):
+    tb = err.__traceback__
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
 
 
 def test_where_the_class_imports_here_vllms_own_error_stands(checkpoint, monkeypatch):

@@ -92,23 +92,32 @@ def create_processor(local_dir: str, engine_args: dict, cached: bool = False) ->
     except Exception as err:
         if "failed to be inspected" not in str(err):
             raise
-        cause = _why_not_inspected(local_dir)
-        if cause is None:
+        why = _why_not_inspected(local_dir)
+        if why is None:
             raise
-        # the import's own exception, so that the cell names it and where it was raised (pydantic's
-        # frames, which a chained ValidationError would add, say nothing)
-        raise cause from None
+        arch, cause = why
+        # a RuntimeError, not the import's own exception: an ImportError here (transformers 5.17.0
+        # removed a name vLLM 0.24 imports) is a failure, where the checks read an ImportError from
+        # create_processor as a missing optional package. Its traceback is the import's, so the cell
+        # says where it was raised (not pydantic's frames) and whose code raised it.
+        raise NotInspected(f"vLLM could not inspect {arch}: importing its class raised {type(cause).__name__}: "
+                           f"{cause}").with_traceback(cause.__traceback__) from None
     cache = MultiModalProcessorOnlyCache(config) if cached else None
     if generation() == CACHE_AT_CREATION:
         return Processor(MULTIMODAL_REGISTRY.create_processor(config, cache=cache), cache, cache_per_call=False)
     return Processor(MULTIMODAL_REGISTRY.create_processor(config), cache, cache_per_call=True)
 
 
-def _why_not_inspected(local_dir: str) -> BaseException | None:
-    """What importing the checkpoint's model class raises, where vLLM's ModelConfig said only that
-    the architecture "failed to be inspected" (its reason goes to the log). On CI's candidate, five
-    families' cells read that alone, and the cause was a file installed by two distributions:
-    `cuda.bindings.runtime` without `cudaLibrary_t`. None where the class imports here."""
+class NotInspected(RuntimeError):
+    """vLLM's ModelConfig refused an architecture it "failed to be inspected", and importing the
+    model class says why."""
+
+
+def _why_not_inspected(local_dir: str) -> tuple[str, BaseException] | None:
+    """(architecture, what importing its model class raises), where vLLM's ModelConfig said only
+    that the architecture "failed to be inspected" (its reason goes to the log). On CI's candidate,
+    five families' cells read that alone, and the cause was a file installed by two distributions:
+    `cuda.bindings.runtime` without `cudaLibrary_t`. None where every class imports here."""
     import json
 
     from vllm import ModelRegistry
@@ -125,7 +134,7 @@ def _why_not_inspected(local_dir: str) -> BaseException | None:
         try:
             load_model_class(arch)
         except Exception as cause:  # noqa: BLE001 - the import's own exception is the answer
-            return cause
+            return arch, cause
     return None
 
 
