@@ -3,8 +3,6 @@ check names what importing the model class raised: on CI's candidate five famili
 pydantic header alone, and the cause was `cuda.bindings.runtime` without `cudaLibrary_t` (a file
 installed by two distributions)."""
 
-import json
-
 import pytest
 
 from vlcheck.adapter import models, processor
@@ -15,13 +13,14 @@ UNINSPECTED = ("1 validation error for ModelConfig\n  Value error, Model archite
 
 @pytest.fixture
 def checkpoint(tmp_path, monkeypatch):
-    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["Glm4vForConditionalGeneration"]}))
-
+    """A checkpoint whose architecture vLLM's ModelConfig names as not inspected."""
     def uninspectable(**kwargs):
         raise ValueError(UNINSPECTED)
 
     monkeypatch.setattr("vllm.config.ModelConfig", uninspectable)
-    return str(tmp_path)
+    models.class_import_error.cache_clear()
+    yield str(tmp_path)
+    models.class_import_error.cache_clear()
 
 
 def test_the_model_class_import_error_is_what_the_processor_raises(checkpoint, monkeypatch):
@@ -39,6 +38,9 @@ def test_the_model_class_import_error_is_what_the_processor_raises(checkpoint, m
                                  "AttributeError: module 'cuda.bindings.runtime' has no attribute 'cudaLibrary_t'")
     assert raised.value.__suppress_context__  # pydantic's frames are not where it went wrong
     assert any(tb.tb_frame.f_code.co_name == "load" for tb in _tracebacks(raised.value))  # the import's frames
+    with pytest.raises(processor.NotInspected, match="cudaLibrary_t"):  # every check of the family asks again
+        processor.create_processor(checkpoint, {})
+    assert imported == ["Glm4vForConditionalGeneration"]  # the import ran once
 
 
 def test_a_name_transformers_removed_is_a_failure_not_a_missing_package(checkpoint, monkeypatch):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 
 def supported_architectures() -> set[str]:
     from vllm import ModelRegistry
@@ -16,6 +18,17 @@ def load_model_class(arch: str) -> type:
 
     # vllm 0.24, 0.32: the registry's entries load their class lazily (`models[arch].load_model_cls()`)
     return ModelRegistry.models[arch].load_model_cls()
+
+
+@lru_cache(maxsize=None)
+def class_import_error(arch: str) -> BaseException | None:
+    """What importing the class serving `arch` raises (None: it imports), once per process: Python
+    keeps no failed import, and each check of the family would run the import again."""
+    try:
+        load_model_class(arch)
+    except Exception as err:  # noqa: BLE001 - the import's own exception is the answer
+        return err
+    return None
 
 
 def is_multimodal_class(model_cls: type) -> bool:

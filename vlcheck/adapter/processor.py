@@ -18,10 +18,11 @@ the two paths that disappears on 0.32 is vLLM's change, not the suite's.
 
 from __future__ import annotations
 
+import ast
 import inspect
+import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable
 
 from vlcheck.adapter.generations import record, unknown
@@ -90,9 +91,7 @@ def create_processor(local_dir: str, engine_args: dict, cached: bool = False) ->
     try:
         config = ModelConfig(model=local_dir, tokenizer=local_dir, **kwargs)
     except Exception as err:
-        if "failed to be inspected" not in str(err):
-            raise
-        why = _why_not_inspected(local_dir)
+        why = _why_not_inspected(str(err))
         if why is None:
             raise
         arch, cause = why
@@ -108,32 +107,29 @@ def create_processor(local_dir: str, engine_args: dict, cached: bool = False) ->
     return Processor(MULTIMODAL_REGISTRY.create_processor(config), cache, cache_per_call=True)
 
 
+_UNINSPECTED = re.compile(r"Model architectures (\[.*?\]) failed to be inspected")
+"""vLLM's message (0.24-0.33) where its model-info inspection of an architecture failed."""
+
+
 class NotInspected(RuntimeError):
     """vLLM's ModelConfig refused an architecture it "failed to be inspected", and importing the
     model class says why."""
 
 
-def _why_not_inspected(local_dir: str) -> tuple[str, BaseException] | None:
+def _why_not_inspected(message: str) -> tuple[str, BaseException] | None:
     """(architecture, what importing its model class raises), where vLLM's ModelConfig said only
-    that the architecture "failed to be inspected" (its reason goes to the log). On CI's candidate,
-    five families' cells read that alone, and the cause was a file installed by two distributions:
-    `cuda.bindings.runtime` without `cudaLibrary_t`. None where every class imports here."""
-    import json
+    that the architectures it names "failed to be inspected" (its reason goes to the log). On CI's
+    candidate, five families' cells read that alone, and the cause was a file installed by two
+    distributions: `cuda.bindings.runtime` without `cudaLibrary_t`. None where every class imports."""
+    from vlcheck.adapter import models
 
-    from vllm import ModelRegistry
-
-    from vlcheck.adapter.models import load_model_class
-
+    named = _UNINSPECTED.search(message)
     try:
-        archs = json.loads((Path(local_dir) / "config.json").read_text()).get("architectures") or []
-    except (OSError, ValueError):
+        archs = ast.literal_eval(named.group(1)) if named else []
+    except (ValueError, SyntaxError):
         return None
     for arch in archs:
-        if arch not in ModelRegistry.models:
-            continue
-        try:
-            load_model_class(arch)
-        except Exception as cause:  # noqa: BLE001 - the import's own exception is the answer
+        if arch in models.supported_architectures() and (cause := models.class_import_error(arch)) is not None:
             return arch, cause
     return None
 
