@@ -42,10 +42,13 @@ def single_generation(api: str, module: str, name: str, versions: str) -> str:
 
 
 def detect_all(detectors: dict[str, Callable[[], str]]) -> dict[str, str]:
-    """Run every detector (each records its pick); a detector that raises is reported, not raised."""
+    """Run every detector (each records its pick); a detector that raises is reported, not raised.
+    Only the detectors' APIs: what else the process happened to use would make the answer depend on
+    where it ran (a worker, or a process that ran checks first)."""
+    found = {}
     for api, detect in detectors.items():
         try:
-            detect()
+            found[api] = detect()
         except Exception as err:  # noqa: BLE001 - the report must still be written
-            record(api, f"detection failed: {type(err).__name__}: {str(err)[:200]}")
-    return picked()
+            found[api] = record(api, f"detection failed: {type(err).__name__}: {str(err)[:200]}")
+    return found

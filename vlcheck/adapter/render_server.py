@@ -10,12 +10,14 @@ vLLM's CLI `main()` unchanged, so the server parses the user's flags and serves 
 Two ways to run it:
 
 - `python -m vlcheck.adapter.render_server MODEL [flags of vllm serve]`: one server;
-- `python -m vlcheck.adapter.render_server --fork-server`: imports vLLM once (7 s idle, 20-30 s
-  on a loaded 2-core machine), then forks one server per request read from stdin, each a fresh
-  process running vLLM's CLI on its own command line (about 1 s each). A test session needs one
-  server per family-config; importing vLLM forty times would cost minutes. Protocol, one JSON
-  object per line: in `{"argv": [...], "log": PATH}`, out `{"pid": N}`. On end of input it
-  stops its servers and exits; a server dies with it (PR_SET_PDEATHSIG).
+- `python -m vlcheck.adapter.render_server --fork-server FD`: imports vLLM once (7 s idle, 20-30 s
+  on a loaded 2-core machine), then forks one server per request, each a fresh process running
+  vLLM's CLI on its own command line (about 1 s each). A test session needs one server per
+  family-config; importing vLLM forty times would cost minutes. Requests come on the listening
+  Unix socket FD, one connection each: in `{"argv": [...], "log": PATH, "env": {...}}`, out
+  `{"pid": N}`, a JSON line each way. A socket, not a pipe, so that any process may ask: the
+  workers of `vlcheck check -j` share one fork server (one import of vLLM, not one per worker). On
+  end of stdin it stops its servers and exits; a server dies with it (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -148,10 +150,13 @@ def _child(argv: list[str], log: str, env: dict[str, str]) -> None:
     os._exit(code)
 
 
-def fork_server() -> None:
-    # the protocol keeps the real stdout; whatever vLLM prints goes to stderr
-    replies = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
+def fork_server(listen_fd: int) -> None:
+    import selectors
+    import socket
+
+    listener = socket.socket(fileno=listen_fd)
+    listener.setblocking(False)  # a client that connected and left is not waited for
+    os.dup2(2, 1)  # whatever vLLM prints goes to the log
     use_cpu_platform()
     preload()
     preload_model_modules()
@@ -163,15 +168,32 @@ def fork_server() -> None:
     _die_with_parent()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # servers are reaped as they exit
     children: list[int] = []
-    replies.write(json.dumps({"ready": True}) + "\n")
-    for line in sys.stdin:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            replies.close()
-            _child(request["argv"], request["log"], request.get("env") or {})
-        children.append(pid)
-        replies.write(json.dumps({"pid": pid}) + "\n")
+    events = selectors.DefaultSelector()
+    events.register(sys.stdin.fileno(), selectors.EVENT_READ, "stdin")
+    events.register(listener, selectors.EVENT_READ, "socket")
+    while True:
+        if any(key.data == "stdin" and not os.read(key.fd, 4096) for key, _ in events.select()):
+            break  # end of stdin: the owner is done (anything it writes there is only a keep-alive)
+        try:
+            connection, _ = listener.accept()
+        except BlockingIOError:
+            continue
+        with connection:
+            connection.settimeout(10.0)
+            try:
+                request = json.loads(connection.makefile("rb").readline())
+            except (OSError, ValueError):
+                continue  # a client that went away or sent nothing: no server for it
+            pid = os.fork()
+            if pid == 0:
+                connection.close()
+                listener.close()  # a server holding the socket would keep its clients waiting after we exit
+                _child(request["argv"], request["log"], request.get("env") or {})
+            children.append(pid)
+            try:
+                connection.sendall((json.dumps({"pid": pid}) + "\n").encode())
+            except OSError:
+                pass
     for pid in children:
         try:
             os.killpg(pid, signal.SIGTERM)
@@ -180,7 +202,7 @@ def fork_server() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--fork-server"]:
-        fork_server()
+    if sys.argv[1:2] == ["--fork-server"]:
+        fork_server(int(sys.argv[2]))
     else:
         run(sys.argv[1:])

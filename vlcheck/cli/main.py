@@ -242,6 +242,7 @@ def cmd_check(args) -> int:
     from vlcheck.configurations.registry import UnknownConfiguration
     from vlcheck.gate.checks import (configuration_checks, cpu_checks, cpu_engine_checks, gpu_checks, informational_facts,
                                      run_checks, tolerances, unloadable)
+    from vlcheck.adapter import describe as describe_adapter
     from vlcheck.gate.store import configured as configured_store
 
     names = args.family or default_selection()
@@ -290,10 +291,15 @@ def cmd_check(args) -> int:
 
     store = configured_store(args.store, args.fresh)
     began = time.monotonic()
+    described: dict[str, Any] = {}
     try:
         seconds: dict[tuple[str, str], float] = {}
+        adapter_key = store.fact_key("vllm_adapter", "vlcheck.adapter", "describe") if store is not None else None
+        if adapter_key is not None and store.get_fact(adapter_key) is not None:
+            described["vllm_adapter"] = store.get_fact(adapter_key)
         results = run_checks(families.values(), checks, engines, progress, jobs=jobs, store=store, ahead=ahead,
-                             seconds=seconds)
+                             seconds=seconds, from_a_worker=described,
+                             in_a_worker={} if described else {"vllm_adapter": describe_adapter})
         if args.profile:
             write_profile(args.profile, seconds, time.monotonic() - began, jobs)
         if store is not None:
@@ -313,8 +319,13 @@ def cmd_check(args) -> int:
         families = {**families, **serve_rows}
     if sys.stderr.isatty():
         print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
+    if "vllm_adapter" not in described:  # no workers ran, and the store had none: this process (vLLM's import)
+        described["vllm_adapter"] = describe_adapter()
+    if adapter_key is not None and not any(v.startswith("detection failed") for v in described["vllm_adapter"].values()):
+        store.put_fact(adapter_key, described["vllm_adapter"])
     rep = report.build(results, columns, families, unloadable=list(broken),
-                       informational=informational_facts(checks), tolerances=tolerances(checks))
+                       informational=informational_facts(checks), tolerances=tolerances(checks),
+                       adapter_description=described["vllm_adapter"])
     if args.shard:
         rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
     if store is not None:  # which cells were measured by this run and which were taken from the store

@@ -208,12 +208,17 @@ def unloadable(name: str, error: Exception, checks: Iterable[str]) -> list[Check
 def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines=None,
                progress: Callable[[str, str], None] | None = None, jobs: int = 1, store=None,
                ahead: Callable[[list[FamilySpec], str], None] | None = None,
-               seconds: dict[tuple[str, str], float] | None = None) -> list[CheckResult]:
+               seconds: dict[tuple[str, str], float] | None = None,
+               in_a_worker: dict[str, Callable[[], Any]] | None = None,
+               from_a_worker: dict[str, Any] | None = None) -> list[CheckResult]:
     """Every check on every family (one cell each), in family order. `jobs` > 1 runs families in
     that many worker processes (CPU checks only: GPU checks share one engine per process). `store`
     (`gate.store.ResultStore`): a cell whose inputs hash as a stored one is reused, not measured,
     and every measured cell is stored. `ahead(families, check)`: called with the families that will
-    measure `check` before any is measured (the served check starts their render servers side by side)."""
+    measure `check` before any is measured (the served check starts their render servers side by side).
+    `in_a_worker`: name -> a picklable function run first in a worker, where there are workers (it
+    finds vLLM imported there at no extra cost), its value put in `from_a_worker`; absent there
+    where the run had no workers."""
     families = list(families)
     keys: dict[tuple[str, str], str] = {}
     done: dict[tuple[str, str], CheckResult] = {}
@@ -235,7 +240,7 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines
             if needing:
                 ahead(needing, name)
     if jobs > 1 and engines is None and len(pending) > 1:
-        measured = _in_workers(pending, todo, progress, jobs, store)  # a copy each: the files are shared
+        measured = _in_workers(pending, todo, progress, jobs, store, in_a_worker or {}, from_a_worker)
     else:
         measured = []
         for spec in pending:
@@ -267,8 +272,10 @@ def _family_cells(spec: FamilySpec, checks: dict[str, Check], store=None) -> lis
 
 
 def _in_workers(families: list[FamilySpec], checks: dict[str, dict[str, Check]], progress,
-                jobs: int, store=None) -> list[tuple[CheckResult, float]]:
-    """`checks`: family -> the checks to run on it."""
+                jobs: int, store=None, side: dict[str, Callable[[], Any]] | None = None,
+                side_values: dict[str, Any] | None = None) -> list[tuple[CheckResult, float]]:
+    """`checks`: family -> the checks to run on it. Each worker holds a copy of `store`: the files are shared."""
+    import contextlib
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -276,8 +283,16 @@ def _in_workers(families: list[FamilySpec], checks: dict[str, dict[str, Check]],
     # each worker runs one family at a time: torch's own thread pool in each would only contend
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     by_family: dict[str, list[tuple[CheckResult, float]]] = {}
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    serving = contextlib.nullcontext()
+    if any("served" in todo for todo in checks.values()):
+        from vlcheck.served.render import shared_fork_server
+
+        serving = shared_fork_server()
+    with serving, ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        asides = {name: pool.submit(fn) for name, fn in (side or {}).items()}
         futures = {pool.submit(_family_cells, spec, checks[spec.name], store): spec for spec in families}
+        if side_values is not None:
+            side_values.update({name: future.result() for name, future in asides.items()})
         for future in as_completed(futures):
             spec = futures[future]
             by_family[spec.name] = future.result()

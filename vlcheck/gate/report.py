@@ -26,7 +26,8 @@ STATUS_COLOURS = {"pass": "#c8e6c9", "declared deviation": "#fff3b0", "fail": "#
 STATUS_SYMBOLS = {"pass": "✅", "declared deviation": "🟡", "fail": "❌", "error": "💥", "skip": "⏭️"}
 
 
-def environment() -> dict[str, Any]:
+def environment(adapter_description: dict[str, str] | None = None) -> dict[str, Any]:
+    """`adapter_description`: `vlcheck.adapter.describe()` as measured elsewhere (a worker, the result store)."""
     env: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform()}
     for dist in ("vllm", "transformers", "torch", "huggingface_hub", "vlcheck"):
         try:
@@ -38,7 +39,7 @@ def environment() -> dict[str, Any]:
     env["vllm"], env["vllm_build"] = installed()["vllm"], vllm_build()
     from vlcheck import adapter
 
-    env["vllm_adapter"] = adapter.describe()
+    env["vllm_adapter"] = adapter_description if adapter_description is not None else adapter.describe()
     from vlcheck.core.file_clashes import file_clashes
 
     try:
@@ -63,9 +64,10 @@ def as_json(value: Any) -> Any:
 
 def build(results: list[CheckResult], checks: list[str], families: dict[str, Any],
           unloadable: list[str] = (), informational: dict[str, list[str]] | None = None,
-          tolerances: dict[str, float] | None = None) -> dict[str, Any]:
+          tolerances: dict[str, float] | None = None, adapter_description: dict[str, str] | None = None) -> dict[str, Any]:
     """The report of `results`; `unloadable` names families whose spec file does not load;
-    `informational`: per check, facts recorded but not compared (`gate.checks.informational_facts`)."""
+    `informational`: per check, facts recorded but not compared (`gate.checks.informational_facts`);
+    `adapter_description`: see `environment`."""
     matrix: dict[str, dict[str, Any]] = {}
     for name, spec in families.items():
         matrix[name] = {"title": spec.title, "model": spec.model, "checks": {}}
@@ -82,7 +84,7 @@ def build(results: list[CheckResult], checks: list[str], families: dict[str, Any
         matrix[r.family]["checks"][r.check] = cell
     counts = {s.value: sum(r.status is s for r in results) for s in Status}
     return {"schema": SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "environment": environment(), "checks": checks, "informational": informational or {},
+            "environment": environment(adapter_description), "checks": checks, "informational": informational or {},
             "tolerances": tolerances or {},
             "summary": counts, "families": matrix}
 

@@ -69,6 +69,24 @@ class ResultStore:
             "overrides": check.engine_overrides,
         })
 
+    @staticmethod
+    def fact_key(name: str, module: str, function: str) -> str:
+        """The key of a fact of the installed packages alone (the adapter's generations, for the
+        report's environment): `module.function`'s code (what it reaches) and `installed()`."""
+        return cell_inputs.as_key({"format": FORMAT, "fact": name, "code": cell_inputs.code_digest(module, function),
+                                   "installed": cell_inputs.installed()})
+
+    def get_fact(self, key: str) -> Any:
+        if self.fresh:
+            return None
+        try:
+            return json.loads(self._file(key).read_text())["fact"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put_fact(self, key: str, value: Any) -> None:
+        self._write(key, {"fact": value})
+
     def _file(self, key: str) -> Path:
         return self.path / key[:2] / f"{key}.json"
 
@@ -116,9 +134,12 @@ class ResultStore:
             return
         document = dataclasses.asdict(result)
         document["status"] = result.status.value
+        self._write(key, document)
+        self.stored += counted
+
+    def _write(self, key: str, document: dict[str, Any]) -> None:
         target = self._file(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False, suffix=".tmp") as out:
             json.dump(document, out, default=str)
         os.replace(out.name, target)
-        self.stored += counted

@@ -156,41 +156,65 @@ def start_command(argv: list[str], port: int, log: Path, env: dict[str, str] | N
     return Server(argv, port, log, process.pid, process)
 
 
+SHARED_ENV = "VLCHECK_RENDER_FORK_SERVER"
+"""The socket of a render fork server that a parent process owns (`vlcheck check -j`): its workers
+ask that one instead of starting their own (`RenderForkServer.for_this_process`)."""
+
+
 class RenderForkServer:
     """`vllm launch render` servers forked from one process that imported vLLM once
-    (`vlcheck.adapter.render_server --fork-server`). Thread-safe; started on first use."""
+    (`vlcheck.adapter.render_server --fork-server`), asked over a Unix socket. Thread-safe. The
+    owner starts the process on first use and stops it at `close()`; an attached one only asks."""
 
-    def __init__(self, python: str = sys.executable):
+    def __init__(self, python: str = sys.executable, address: Path | None = None):
         self.python = python
         self._process: subprocess.Popen | None = None
         self._lock = threading.Lock()
-        self.import_s: float | None = None
-        self.log = Path(tempfile.mkdtemp(prefix="vlcheck-render-")) / "fork-server.log"
+        self.owner = address is None
+        folder = Path(tempfile.mkdtemp(prefix="vlcheck-render-")) if address is None else Path(address).parent
+        self.address = Path(address) if address is not None else folder / "fork-server.sock"
+        self.log = folder / "fork-server.log"
 
-    def _ensure(self) -> subprocess.Popen:
-        if self._process is None or self._process.poll() is not None:
-            began = time.monotonic()
-            err = open(self.log, "wb")
-            # servers log to files: INFO, whatever the caller's level (the detected content format is an INFO line)
-            env = {**os.environ, "VLLM_LOGGING_LEVEL": "INFO"}
-            self._process = subprocess.Popen([self.python, "-m", "vlcheck.adapter.render_server", "--fork-server"],
-                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                             text=True, start_new_session=True, env=env)
-            first = self._process.stdout.readline()
-            if not first.strip():
-                raise ServerFailed(f"the render fork server did not start; its log {self.log}:\n{log_tail(self.log)}",
-                                   self.log)
-            self.import_s = time.monotonic() - began
-        return self._process
+    @classmethod
+    def for_this_process(cls) -> "RenderForkServer":
+        """The shared one where a parent set SHARED_ENV, else one of our own."""
+        shared = os.environ.get(SHARED_ENV)
+        return cls(address=Path(shared)) if shared else cls()
+
+    def launch(self) -> None:
+        """Start the fork server if it is not running; returns at once. Requests sent meanwhile
+        wait in the socket's backlog until it has imported vLLM."""
+        with self._lock:
+            if not self.owner or (self._process is not None and self._process.poll() is None):
+                return
+            self.address.unlink(missing_ok=True)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+                listener.bind(str(self.address))
+                listener.listen(64)
+                # servers log to files: INFO, whatever the caller's level (the detected content format is an INFO line)
+                env = {**os.environ, "VLLM_LOGGING_LEVEL": "INFO"}
+                env.pop(SHARED_ENV, None)
+                with open(self.log, "wb") as err:
+                    self._process = subprocess.Popen(
+                        [self.python, "-m", "vlcheck.adapter.render_server", "--fork-server", str(listener.fileno())],
+                        stdin=subprocess.PIPE, stdout=err, stderr=err, pass_fds=[listener.fileno()],
+                        start_new_session=True, env=env)
+            # only the fork server holds the socket now: if it dies, a client is refused, not left waiting
 
     def start(self, argv: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> Server:
         """A render server for `vllm launch render ARGV` (not yet ready: call `wait_ready`), with
         `env` added to its environment."""
-        with self._lock:
-            process = self._ensure()
-            process.stdin.write(json.dumps({"argv": argv, "log": str(log), "env": env or {}}) + "\n")
-            process.stdin.flush()
-            reply = process.stdout.readline()
+        self.launch()
+        request = json.dumps({"argv": argv, "log": str(log), "env": env or {}}) + "\n"
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+                client.settimeout(READY_TIMEOUT_S)  # the fork server answers once it has imported vLLM
+                client.connect(str(self.address))
+                client.sendall(request.encode())
+                reply = client.makefile("rb").readline()
+        except OSError as err:
+            raise ServerFailed(f"the render fork server at {self.address} did not answer ({type(err).__name__}: "
+                               f"{err}); its log {self.log}:\n{log_tail(self.log)}", self.log) from None
         if not reply.strip():
             raise ServerFailed(f"the render fork server died; its log {self.log}:\n{log_tail(self.log)}", self.log)
         return Server(["vllm", "launch", "render", *argv], port, log, json.loads(reply)["pid"])
@@ -204,3 +228,13 @@ class RenderForkServer:
                 except subprocess.TimeoutExpired:
                     self._process.kill()
             self._process = None
+
+
+def start_command(argv: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> Server:
+    """A server from a command line (`vllm serve ...`, `python -m vllm.entrypoints.openai.api_server ...`),
+    in its own process group, its output in `log`."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, env={**os.environ, **(env or {})})
+    return Server(argv, port, log, process.pid, process)
+
