@@ -166,11 +166,13 @@ class RenderForkServer:
     (`vlcheck.adapter.render_server --fork-server`), asked over a Unix socket. Thread-safe. The
     owner starts the process on first use and stops it at `close()`; an attached one only asks."""
 
-    def __init__(self, python: str = sys.executable, address: Path | None = None):
+    def __init__(self, python: str = sys.executable, address: Path | None = None, own: bool | None = None):
+        """`address`: the socket (default: a new one, owned); `own`: start the fork server there
+        (default: only where no address is given)."""
         self.python = python
         self._process: subprocess.Popen | None = None
         self._lock = threading.Lock()
-        self.owner = address is None
+        self.owner = address is None if own is None else own
         folder = Path(tempfile.mkdtemp(prefix="vlcheck-render-")) if address is None else Path(address).parent
         self.address = Path(address) if address is not None else folder / "fork-server.sock"
         self.log = folder / "fork-server.log"
