@@ -87,6 +87,26 @@ DUMMY_WEIGHTS_NOTE = ("served with vLLM's dummy weights: every output is the sam
                       "greedy outputs and goldens cannot detect a numerical change (use seeded weights)")
 
 
+PORT_RACE_RETRIES = 2
+"""Starts tried again where the engine lost a port race: vLLM picks a free port for its
+torch.distributed store, lets it go and binds it again, and among 16 engines starting side by side
+on one machine another took it meanwhile (an H100, 2026-11-27: glm4_1v's float32 engine, EADDRINUSE
+on its TCPStore; the family-config then fell back to bfloat16, which has no golden). A user's engines
+beside other servers meet the same."""
+
+_PORT_TAKEN = ("EADDRINUSE", "Address already in use", "address already in use")
+
+
+def lost_a_port_race(err: BaseException, log: Path) -> bool:
+    """Whether an engine's failed start was a port another process took (its error or its log says so)."""
+    if any(mark in str(err) for mark in _PORT_TAKEN):
+        return True
+    try:
+        return any(mark in log.read_text(errors="replace") for mark in _PORT_TAKEN)
+    except OSError:
+        return False
+
+
 class EngineUnavailable(RuntimeError):
     """No engine for this family-config: skip (`skip=True`: GPUs, weights) or fail (start error)."""
 
@@ -349,19 +369,25 @@ class EngineCache:
         os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
         if platform == "cpu":
             adapter.prepare_cpu_engine()
-        watchdog = Watchdog(f"{spec.name}-{variant.kind}")
+        environment = engine_environment(args.get("dtype"))
+        if in_process_core:  # a configuration whose proof is read from the scheduler (chunked)
+            environment["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         start = time.perf_counter()
-        try:
-            environment = engine_environment(args.get("dtype"))
-            if in_process_core:  # a configuration whose proof is read from the scheduler (chunked)
-                environment["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-            with watchdog.starting(), _environment(environment):
-                llm = _shared_engine(spec, variant, args, local, watchdog) if served else LLM(**args)
-        except (Exception, EngineDied) as err:
-            words = "" if isinstance(err, EngineDied) else f"\nIts last words ({watchdog.log}):\n{last_words(watchdog.log)}"
-            self.failures[key] = (f"{spec.name}: the engine failed to start after {time.perf_counter() - start:.0f} s: "
-                                  f"{type(err).__name__}: {str(err)[:2000]}{words}")
-            raise EngineUnavailable(self.failures[key], False) from err
+        for attempt in range(PORT_RACE_RETRIES + 1):
+            watchdog = Watchdog(f"{spec.name}-{variant.kind}")
+            try:
+                with watchdog.starting(), _environment(environment):
+                    llm = _shared_engine(spec, variant, args, local, watchdog) if served else LLM(**args)
+                break
+            except (Exception, EngineDied) as err:
+                if attempt < PORT_RACE_RETRIES and lost_a_port_race(err, watchdog.log):
+                    watchdog.stop(kill=True)
+                    continue
+                words = "" if isinstance(err, EngineDied) else f"\nIts last words ({watchdog.log}):\n{last_words(watchdog.log)}"
+                self.failures[key] = (f"{spec.name}: the engine failed to start after {time.perf_counter() - start:.0f} s"
+                                      f"{f' ({attempt + 1} tries: the first lost a port race)' if attempt else ''}: "
+                                      f"{type(err).__name__}: {str(err)[:2000]}{words}")
+                raise EngineUnavailable(self.failures[key], False) from err
         self.current = EngineHandle(key, Watched(llm, watchdog), used, local, time.perf_counter() - start, processor,
                                     dtype=str(args.get("dtype", "auto")), watchdog=watchdog,
                                     platform=platform, server=llm.server if served else None,

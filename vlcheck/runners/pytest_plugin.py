@@ -359,6 +359,12 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=None, p
             continue
         if dtype:
             request.node.user_properties.append(("dtype", dtype))
+        if errors:  # an earlier dtype did not start: what follows (goldens of this dtype) should say why
+            import warnings
+
+            warnings.warn(f"{family.name} [{variant.kind}]: served in {dtype or 'its own dtype'} because "
+                          f"{'; '.join(errors)[:1000]}", stacklevel=2)
+            request.node.user_properties.append(("dtype_fallback_because", "; ".join(errors)[:1000]))
         handle.goldens_mode = ("record" if request.config.getoption("--vlcheck-update-goldens") else
                                "measure_noise" if request.config.getoption("--vlcheck-measure-noise") else "compare")
         if not handle.reported:
