@@ -128,13 +128,17 @@ run_config() {  # family kind "gpu ids" pytest-args...
 }
 
 # One render fork server (vLLM imported once) for the served checks of every family-config process,
-# not one each (vlcheck/served/shared_fork_server.py).
-fork_socket=$(realpath -m "$out/logs/render-fork/fork-server.sock")
-python3 -m vlcheck.served.shared_fork_server "$fork_socket" > "$out/logs/render-fork.log" 2>&1 &
-fork_owner=$!
-until [ -S "$fork_socket" ] || ! kill -0 "$fork_owner" 2>/dev/null; do sleep 0.1; done
-if [ -S "$fork_socket" ]; then export VLCHECK_RENDER_FORK_SERVER=$fork_socket
-else echo "the shared render fork server did not start (each family-config starts its own):"; tail -5 "$out/logs/render-fork.log"; fi
+# not one each (vlcheck/served/shared_fork_server.py), unless VLCHECK_RENDER_FORK_SERVER names one
+# already. Its socket lives in a short /tmp path: a Unix socket's path may not exceed 107 bytes.
+fork_owner=
+if [ -z "${VLCHECK_RENDER_FORK_SERVER:-}" ]; then
+  fork_dir=$(mktemp -d /tmp/vlcheck-fork.XXXXXX)
+  python3 -m vlcheck.served.shared_fork_server "$fork_dir/fork-server.sock" > "$out/logs/render-fork.log" 2>&1 &
+  fork_owner=$!
+  until [ -S "$fork_dir/fork-server.sock" ] || ! kill -0 "$fork_owner" 2>/dev/null; do sleep 0.1; done
+  if [ -S "$fork_dir/fork-server.sock" ]; then export VLCHECK_RENDER_FORK_SERVER=$fork_dir/fork-server.sock
+  else echo "the shared render fork server did not start (each family-config starts its own):"; tail -5 "$out/logs/render-fork.log"; fi
+fi
 
 start=$(date +%s); failed=0
 while read -r family kind need; do
@@ -151,7 +155,10 @@ while read -r family kind need; do
   for i in $slots; do load[$i]=$(( load[$i] + 1 )); done
 done <<< "$configs"
 while [ "${#held[@]}" -gt 0 ]; do reap || failed=1; done
-kill "$fork_owner" 2>/dev/null; wait "$fork_owner" 2>/dev/null
+if [ -n "$fork_owner" ]; then
+  kill "$fork_owner" 2>/dev/null; wait "$fork_owner" 2>/dev/null
+  cp "$fork_dir/fork-server.log" "$out/logs/" 2>/dev/null; rm -rf "$fork_dir"
+fi
 echo "gpu tier: $(( $(date +%s) - start )) s wall, JOBS=$jobs_per_gpu per GPU, GPUs ${gpus[*]}${SHARD:+, shard $SHARD}" | tee -a "$out/summary.txt"
 python3 -m vlcheck.runners.tier_table "$out" | tee "$out/table.md"
 tar czf "$out/evidence.tgz" snapshots/gpu_goldens snapshots/test_hostile_gpu -C "$out" goldens-seen 2>/dev/null || true

@@ -31,7 +31,9 @@ def _run_tier(tmp_path, gpus, jobs, *pytest_args, shard=None):
     log, out = tmp_path / "runs.log", tmp_path / "out"
     # the script's python3 must be this interpreter (its venv), activated or not
     env = {**os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}", "STAND_IN_LOG": str(log), "OUT": str(out),
-           "GPUS": gpus, "JOBS": str(jobs), "FAMILIES": FAMILIES, "SHARD": shard or ""}
+           "GPUS": gpus, "JOBS": str(jobs), "FAMILIES": FAMILIES, "SHARD": shard or "",
+           # the stand-in serves nothing: no shared render fork server (a vLLM import) for it
+           "VLCHECK_RENDER_FORK_SERVER": str(tmp_path / "no-fork-server.sock")}
     done = subprocess.run(["bash", str(REPO / "scripts" / "gpu-tier.sh"), *pytest_args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr

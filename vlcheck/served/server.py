@@ -161,6 +161,11 @@ SHARED_ENV = "VLCHECK_RENDER_FORK_SERVER"
 ask that one instead of starting their own (`RenderForkServer.for_this_process`)."""
 
 
+def _short_temp() -> str | None:
+    """The temporary folder, or /tmp where its path would leave a Unix socket's over 107 bytes."""
+    return None if len(tempfile.gettempdir()) < 64 or not os.path.isdir("/tmp") else "/tmp"
+
+
 class RenderForkServer:
     """`vllm launch render` servers forked from one process that imported vLLM once
     (`vlcheck.adapter.render_server --fork-server`), asked over a Unix socket. Thread-safe. The
@@ -173,7 +178,7 @@ class RenderForkServer:
         self._process: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self.owner = address is None if own is None else own
-        folder = Path(tempfile.mkdtemp(prefix="vlcheck-render-")) if address is None else Path(address).parent
+        folder = Path(tempfile.mkdtemp(prefix="vlcheck-render-", dir=_short_temp())) if address is None else Path(address).parent
         self.address = Path(address) if address is not None else folder / "fork-server.sock"
         self.log = folder / "fork-server.log"
 

@@ -20,6 +20,9 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[0], file=sys.stderr)
         return 2
     address = Path(argv[0]).absolute()
+    if len(str(address).encode()) > 107:
+        print(f"{address}: a Unix socket's path may not exceed 107 bytes; choose a shorter one", file=sys.stderr)
+        return 2
     address.parent.mkdir(parents=True, exist_ok=True)
     server = RenderForkServer(address=address, own=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
