@@ -236,12 +236,3 @@ class RenderForkServer:
                     self._process.kill()
             self._process = None
 
-
-def start_command(argv: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> Server:
-    """A server from a command line (`vllm serve ...`, `python -m vllm.entrypoints.openai.api_server ...`),
-    in its own process group, its output in `log`."""
-    with open(log, "wb") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, env={**os.environ, **(env or {})})
-    return Server(argv, port, log, process.pid, process)
-
