@@ -235,4 +235,3 @@ class RenderForkServer:
                 except subprocess.TimeoutExpired:
                     self._process.kill()
             self._process = None
-
