@@ -295,8 +295,9 @@ def cmd_check(args) -> int:
     try:
         seconds: dict[tuple[str, str], float] = {}
         adapter_key = store.fact_key("vllm_adapter", "vlcheck.adapter", "describe") if store is not None else None
-        if adapter_key is not None and store.get_fact(adapter_key) is not None:
-            described["vllm_adapter"] = store.get_fact(adapter_key)
+        stored = store.get_fact(adapter_key) if adapter_key is not None else None
+        if stored is not None:
+            described["vllm_adapter"] = stored
         results = run_checks(families.values(), checks, engines, progress, jobs=jobs, store=store, ahead=ahead,
                              seconds=seconds, from_a_worker=described,
                              in_a_worker={} if described else {"vllm_adapter": describe_adapter})

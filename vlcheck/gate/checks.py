@@ -285,9 +285,9 @@ def _in_workers(families: list[FamilySpec], checks: dict[str, dict[str, Check]],
     by_family: dict[str, list[tuple[CheckResult, float]]] = {}
     serving = contextlib.nullcontext()
     if any("served" in todo for todo in checks.values()):
-        from vlcheck.served.render import shared_fork_server
+        from vlcheck.served.shared_fork_server import sharing
 
-        serving = shared_fork_server()
+        serving = sharing()
     with serving, ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         asides = {name: pool.submit(fn) for name, fn in (side or {}).items()}
         futures = {pool.submit(_family_cells, spec, checks[spec.name], store): spec for spec in families}

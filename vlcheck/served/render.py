@@ -13,7 +13,6 @@ the same server.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import re
 import shutil
@@ -30,7 +29,7 @@ from vlcheck.prompt.render import default_questions
 from vlcheck.served.client import Client, Reply
 from vlcheck.served.launch import LaunchLine, launch_line
 from vlcheck.served.requests import chat_messages
-from vlcheck.served.server import SHARED_ENV, RenderForkServer, Server, ServerFailed, free_port
+from vlcheck.served.server import RenderForkServer, Server, ServerFailed, free_port
 from vlcheck.spec.schema import FamilySpec, Variant, config_id
 
 RANGE_MARK = "⟦{modality} {index}: {length} tokens⟧"
@@ -109,25 +108,6 @@ def fork_server() -> RenderForkServer:
     if server.owner:
         atexit.register(server.close)
     return server
-
-
-@contextlib.contextmanager
-def shared_fork_server():
-    """One render fork server for the processes started inside (`vlcheck check -j`'s workers):
-    vLLM imported once for all of them, not once per worker (11.6 s of CPU each on vLLM 0.33.0).
-    It starts importing at once, beside the workers' own start."""
-    server = RenderForkServer()
-    server.launch()
-    before = os.environ.get(SHARED_ENV)
-    os.environ[SHARED_ENV] = str(server.address)
-    try:
-        yield server
-    finally:
-        if before is None:
-            os.environ.pop(SHARED_ENV, None)
-        else:
-            os.environ[SHARED_ENV] = before
-        server.close()
 
 
 def shapes(variant: Variant) -> list[tuple[str, int]]:
