@@ -4,7 +4,9 @@ import base64
 import hashlib
 from importlib import metadata
 
+from vlcheck.core import file_clashes as clashes_module
 from vlcheck.core.file_clashes import file_clashes
+from vlcheck.gate import report
 from vlcheck.gate.diff import Diff, file_clash_lines
 
 
@@ -41,3 +43,21 @@ def test_the_same_file_from_two_distributions_is_named_with_the_copy_on_disk(tmp
 def test_the_diff_names_each_ends_clashes_and_an_old_report_has_none():
     d = Diff({"vllm": "0.24.0"}, {"vllm": "0.33.0", "file_clashes": ["a 1 and b 2 install 1 of the same file(s)"]})
     assert file_clash_lines(d) == ["candidate environment: a 1 and b 2 install 1 of the same file(s)"]
+
+
+def test_a_process_reads_its_distributions_once_however_many_reports_it_builds(monkeypatch):
+    read = []
+
+    def counting(distributions=None):
+        read.append(distributions)
+        return [clashes_module.FileClash(("a 1", "b 2"), 1, ("x.so",), ("b 2",))]
+
+    monkeypatch.setattr(clashes_module, "file_clashes", counting)
+    clashes_module.installed_file_clashes.cache_clear()
+    try:
+        environments = [report.environment(adapter_description={}) for _ in range(3)]
+    finally:
+        clashes_module.installed_file_clashes.cache_clear()  # the next caller reads the real ones
+    assert len(read) == 1
+    assert all(env["file_clashes"] == [environments[0]["file_clashes"][0]] for env in environments)
+    assert environments[0]["file_clashes"][0].startswith("a 1 and b 2 install 1 of the same file(s)")

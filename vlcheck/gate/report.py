@@ -40,10 +40,10 @@ def environment(adapter_description: dict[str, str] | None = None) -> dict[str, 
     from vlcheck import adapter
 
     env["vllm_adapter"] = adapter_description if adapter_description is not None else adapter.describe()
-    from vlcheck.core.file_clashes import file_clashes
+    from vlcheck.core.file_clashes import installed_file_clashes
 
     try:
-        env["file_clashes"] = [c.line() for c in file_clashes()]
+        env["file_clashes"] = [c.line() for c in installed_file_clashes()]
     except Exception as err:  # noqa: BLE001 - a malformed RECORD must not cost the report
         env["file_clashes"] = [f"(the installed distributions' file lists could not be read: {type(err).__name__}: {err})"]
     try:
