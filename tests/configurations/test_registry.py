@@ -151,3 +151,30 @@ def test_an_engine_declared_not_to_start_is_not_started_in_the_test_process(monk
     assert refused.value.skip and "declared not to start" in str(refused.value) and not started
     engines.EngineCache().get(deepseek, deepseek.single, "auto", "gpu")
     assert len(started) == 1
+
+
+def test_served_configurations_run_first_while_the_family_configs_own_engine_is_live():
+    """A served configuration runs on the family-config's own engine; after a configuration's own
+    engine, that one would be started again (llava-single's video_file: 11.7 s on vLLM's CPU build)."""
+    import re
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-m", "cpu_engine", "--vlcheck-config", "all", "--vlcheck-family", "qwen2_vl",
+                          "--vlcheck-variant", "single", "tests/configurations/test_configurations.py",
+                          "tests/cache/test_processor_cache.py"], capture_output=True, text=True, check=True).stdout
+    ids = [line for line in out.splitlines() if "::" in line]
+    order = [re.search(r"-single-(\w+)\]", i)[1] if "test_configuration[" in i else "engine" for i in ids]
+    served = sorted(c.name for c in CONFIGURATIONS.values() if c.served)
+    own = sorted(c.name for c in CONFIGURATIONS.values() if not c.served and c.name != "eager")
+    assert served and own
+    assert order == ["engine"] * order.count("engine") + served + own, order
+
+
+def test_video_file_is_known_not_to_apply_to_an_example_without_video_before_an_engine_starts():
+    from vlcheck.configurations.checks import why_not_applicable
+
+    llava, qwen2_vl = get_family("llava"), get_family("qwen2_vl")
+    assert why_not_applicable(CONFIGURATIONS["video_file"], llava, llava.single) == "the single example has no video requests"
+    assert why_not_applicable(CONFIGURATIONS["video_file"], qwen2_vl, qwen2_vl.single) is None

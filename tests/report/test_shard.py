@@ -1,6 +1,8 @@
 """Sharding the suite over CI runners: every family in exactly one shard, balanced, the same
 split on every runner."""
 
+import os
+import re
 import subprocess
 import sys
 
@@ -90,3 +92,47 @@ def test_pytest_shards_run_every_test_exactly_once(durations):
     family_free = [t for t in whole if "[" not in t]
     assert family_free and set(family_free) <= set(first)  # tests of no family: shard 1 only
     assert any("[" in t for t in first) and any("[" in t for t in second)
+
+
+CLAIMING_TESTS = '''
+import os, time
+from pathlib import Path
+
+def pytest_collection_finish(session):  # both shards start their queues together
+    here = Path(os.environ["BARRIER"])
+    (here / f"started-{os.getpid()}").touch()
+    deadline = time.time() + 120
+    while len(list(here.glob("started-*"))) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+'''
+
+
+def test_claiming_shards_run_every_test_once_whole_families_each(tmp_path):
+    """--vlcheck-shard-claims: two shards side by side, each taking the next family as it becomes free."""
+    (tmp_path / "conftest.py").write_text(CLAIMING_TESTS)
+    (tmp_path / "test_toy.py").write_text("import time\n"
+                                          "def test_config(family, variant):\n    time.sleep(0.2)\n"
+                                          "def test_family(family):\n    pass\n"
+                                          "def test_no_family():\n    pass\n")
+    families = ["qwen2_vl", "llava", "idefics3", "gemma3", "blip-2", "pixtral_hf"]
+    claims, barrier = tmp_path / "claims", tmp_path / "barrier"
+    barrier.mkdir()
+    shards = [subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q", "--rootdir", str(tmp_path),
+         "--vlcheck-shard", f"{i}/2", "--vlcheck-shard-claims", str(claims),
+         "--vlcheck-shard-durations", str(CPU_ENGINE_DURATIONS_FILE),
+         *[a for f in families for a in ("--vlcheck-family", f)], str(tmp_path / "test_toy.py")],
+        cwd=tmp_path, env={**os.environ, "BARRIER": str(barrier)}, stdout=subprocess.PIPE, text=True) for i in (1, 2)]
+    ran = []
+    for shard in shards:
+        out = shard.communicate(timeout=300)[0]
+        assert shard.returncode == 0, out[-2000:]
+        ran.append(re.findall(r"^PASSED \S+::(\S+)", out, re.M))
+    first, second = ran
+    assert sorted(first + second) == sorted(set(first + second))  # none twice
+    configs = sum(len(all_families()[f].variants) for f in families)
+    assert len(first + second) == configs + len(families) + 1 and "test_no_family" in first  # none missed
+    by_shard = [{re.search(r"\[(.+?)(?:-single|-multi_image)?\]", t)[1] for t in tests if "[" in t} for tests in ran]
+    assert not by_shard[0] & by_shard[1]  # a family's tests, all of its family-configs', in one shard
+    assert by_shard[0] and by_shard[1], by_shard  # both took families from the queue
+    assert len(list(claims.iterdir())) == len(families) + 1  # a claim per family, and one for the tests of none

@@ -45,9 +45,14 @@ class Inputs:
     engine_args: dict[str, Any]
 
 
+def applies(spec: FamilySpec, variant: Variant, config: Configuration) -> str | None:
+    """Why not, known before an engine starts: an example without a video has no file to send."""
+    return None if "video" in variant.modalities else f"the {variant.kind} example has no video requests"
+
+
 def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -> Measured:
-    if "video" not in variant.modalities:
-        return Measured(not_exercised=f"the {variant.kind} example has no video requests")
+    if why_not := applies(spec, variant, config):
+        return Measured(not_exercised=why_not)
     from vlcheck.prompt.templates import TemplateUnavailable
 
     try:

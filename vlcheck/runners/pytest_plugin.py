@@ -50,6 +50,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-shard-durations", default=None, metavar="FILE",
                     help="the seconds per family-config --vlcheck-shard balances by (default: the GPU tier's, "
                          "vlcheck/runners/gpu_durations.json; scripts/cpu-engine-tier passes the CPU engine tier's)")
+    group.addoption("--vlcheck-shard-claims", default=None, metavar="DIR",
+                    help="with --vlcheck-shard I/N: the N shard processes, started side by side with the same DIR "
+                         "(empty at first), take whole families from one queue, longest first, as each becomes "
+                         "free (vlcheck/runners/claims.py), instead of the fixed split")
     group.addoption("--vlcheck-store", metavar="DIR", default=None,
                     help="the result store the catalogue's checks share with `vlcheck check` (default: $VLCHECK_STORE "
                          "or ~/.cache/vlcheck/results; `none`: no store): a family-config whose inputs (vlcheck's code "
@@ -139,19 +143,42 @@ def selected_families(config: pytest.Config) -> list[str]:
             raise pytest.UsageError(f"--vlcheck-family: unknown family {', '.join(unknown)}")
         names = [n for n in names if n in wanted]
     shard = config.getoption("--vlcheck-shard")
-    if shard is not None:
-        from vlcheck.runners.shard import load_durations, select
+    if shard is not None and not config.getoption("--vlcheck-shard-claims"):  # claimed as they run
+        from vlcheck.runners.shard import select
 
         loaded = all_families()
-        durations = config.getoption("--vlcheck-shard-durations")
-        try:
-            durations = load_durations(Path(durations)) if durations else None
-        except (OSError, ValueError, KeyError) as err:
-            raise pytest.UsageError(f"--vlcheck-shard-durations {durations}: {err}") from None
-        mine = {s.name for s in select([loaded[n] for n in names if n in loaded], shard, durations)}
+        mine = {s.name for s in select([loaded[n] for n in names if n in loaded], shard, shard_durations(config))}
         # a spec that does not load has no measured duration: its (failing) tests run in shard 1
         names = [n for n in names if n in mine or (n not in loaded and shard.index == 1)]
     return names
+
+
+def shard_durations(config: pytest.Config) -> dict[str, float] | None:
+    """--vlcheck-shard-durations' data (None: the default file's)."""
+    from vlcheck.runners.shard import load_durations
+
+    path = config.getoption("--vlcheck-shard-durations")
+    try:
+        return load_durations(Path(path)) if path else None
+    except (OSError, ValueError, KeyError) as err:
+        raise pytest.UsageError(f"--vlcheck-shard-durations {path}: {err}") from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session):
+    """With --vlcheck-shard-claims, only the families this shard claims run (vlcheck/runners/claims.py)."""
+    folder = session.config.getoption("--vlcheck-shard-claims")
+    if not folder or session.config.getoption("--vlcheck-shard") is None or session.config.option.collectonly:
+        return None
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        return None  # pytest's own loop stops the session on collection errors
+    from vlcheck.runners.claims import run_claimed
+    from vlcheck.runners.shard import family_weights, load_durations
+
+    durations = shard_durations(session.config)
+    weights = family_weights(list(all_families().values()), load_durations() if durations is None else durations)
+    run_claimed(session, Path(folder), weights, lambda item: _family_and_kind(item)[0])
+    return True
 
 
 @dataclass(frozen=True)
@@ -255,23 +282,25 @@ ENGINE_FIXTURES = ("engine", "seeded_engine", "engine_cache_off", "tp_ready_engi
 `seeded_engine` share one where seeded weights are served)."""
 
 
+def _family_and_kind(item: pytest.Item) -> tuple[str, str]:
+    """The test's family name and variant kind ("" where it takes none)."""
+    callspec = getattr(item, "callspec", None)
+    family = callspec.params.get("family") if callspec else None
+    variant = callspec.params.get("variant") if callspec else None
+    return (getattr(family, "name", ""), getattr(variant, "kind", ""))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """GPU tests run grouped by family-config, and within it by the engine they need (shared,
     seeded float32, cache off, tensor-parallel), so each engine starts once and serves all of its
     tests: the cache holds one engine, and going back to one would start it again.
     With --vlcheck-shard, the tests that belong to no family run in shard 1 only."""
-    def key(item: pytest.Item):
-        callspec = getattr(item, "callspec", None)
-        family = callspec.params.get("family") if callspec else None
-        variant = callspec.params.get("variant") if callspec else None
-        return (getattr(family, "name", ""), getattr(variant, "kind", ""))
-
     shard = config.getoption("--vlcheck-shard")
     if shard is not None and shard.index != 1:
-        familyless = [i for i in items if key(i)[0] == ""]
+        familyless = [i for i in items if _family_and_kind(i)[0] == ""]
         if familyless:
             config.hook.pytest_deselected(items=familyless)
-            items[:] = [i for i in items if key(i)[0] != ""]
+            items[:] = [i for i in items if _family_and_kind(i)[0] != ""]
     def engine(item: pytest.Item) -> int:
         return next((n for n, name in enumerate(ENGINE_FIXTURES) if name in getattr(item, "fixturenames", ())),
                     len(ENGINE_FIXTURES))
@@ -279,15 +308,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def on_engine(item: pytest.Item) -> bool:
         return item.get_closest_marker("gpu") is not None or item.get_closest_marker("cpu_engine") is not None
 
-    def configuration(item: pytest.Item) -> str:
+    def configuration(item: pytest.Item) -> tuple[bool, str]:
+        """Served configurations first: they run on the family-config's own engine, still live from
+        its tests; after a configuration's own engine it would be started again (12 s on the CPU build)."""
         callspec = getattr(item, "callspec", None)
         chosen = callspec.params.get("configuration") if callspec else None
-        return chosen.name if chosen else ""
+        return (not chosen.served, chosen.name) if chosen else (False, "")
 
     live = [i for i in items if on_engine(i)]
     if live:
         rest = [i for i in items if not on_engine(i)]
-        items[:] = rest + sorted(live, key=lambda i: (*key(i), engine(i), configuration(i)))
+        items[:] = rest + sorted(live, key=lambda i: (*_family_and_kind(i), engine(i), configuration(i)))
 
 
 def serve_selected(config, family, variant) -> bool:
