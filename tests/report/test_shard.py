@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -136,3 +137,19 @@ def test_claiming_shards_run_every_test_once_whole_families_each(tmp_path):
     assert not by_shard[0] & by_shard[1]  # a family's tests, all of its family-configs', in one shard
     assert by_shard[0] and by_shard[1], by_shard  # both took families from the queue
     assert len(list(claims.iterdir())) == len(families) + 1  # a claim per family, and one for the tests of none
+
+
+def test_an_earlier_runs_claims_stop_the_run_instead_of_leaving_their_families_unrun(tmp_path):
+    (tmp_path / "test_toy.py").write_text("def test_config(family, variant):\n    pass\n")
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "llava").touch()
+    an_hour_ago = time.time() - 3600
+    os.utime(claims / "llava", (an_hour_ago, an_hour_ago))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir", str(tmp_path),
+                          "--vlcheck-shard", "1/2", "--vlcheck-shard-claims", str(claims), "--vlcheck-family", "llava",
+                          "--vlcheck-family", "qwen2_vl", str(tmp_path / "test_toy.py")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "1 family was claimed before this shard started (llava)" in run.stdout + run.stderr
+    assert "passed" not in run.stdout  # nothing ran

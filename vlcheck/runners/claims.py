@@ -7,7 +7,9 @@ unevenly. Here every shard process collects every family and walks the same queu
 first by the same durations; it runs a family only if it claims it first, by creating the file
 DIR/<family> (O_EXCL: one process wins). A shard that finishes early takes the next family
 instead of waiting for the other. A family is never split, so each shard's report holds whole
-rows, as with the fixed split; the tests of no family run in shard 1.
+rows, as with the fixed split; the tests of no family run in shard 1. DIR must start empty: claims
+made before the shard started (an earlier run's) would leave their families unrun, so they stop the
+run instead.
 """
 
 from __future__ import annotations
@@ -19,6 +21,15 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 NO_FAMILY = "(no family)"
+LEEWAY_S = 60.0
+"""How much earlier than this shard a sibling shard may have started (they start side by side)."""
+
+
+def stale_claims(folder: Path, started: float) -> list[str]:
+    """The families claimed in `folder` before this shard started (an earlier run's)."""
+    if not folder.is_dir():
+        return []
+    return sorted(urllib.parse.unquote(p.name) for p in folder.iterdir() if p.stat().st_mtime < started - LEEWAY_S)
 
 
 def claim(folder: Path, family: str) -> bool:
@@ -45,10 +56,17 @@ def claimed(groups: dict[str, list[Any]], order: Iterable[str], folder: Path) ->
             yield from groups[name]
 
 
-def run_claimed(session, folder: Path, weights: dict[str, float], family_of) -> None:
+def run_claimed(session, folder: Path, weights: dict[str, float], family_of, started: float) -> None:
     """pytest's run loop over the claimed families. Each test's `nextitem` is the one this process
     runs next (its fixtures' teardown depends on it), so the next family is claimed as the last
-    test of the current one starts."""
+    test of the current one starts. `started`: when this shard started (time.time())."""
+    import pytest
+
+    if stale := stale_claims(folder, started):
+        pytest.exit(f"--vlcheck-shard-claims {folder}: {len(stale)} famil{'y was' if len(stale) == 1 else 'ies were'} "
+                    f"claimed before this shard started ({', '.join(stale[:5])}{', ...' if len(stale) > 5 else ''}): "
+                    "an earlier run's claims, whose families would not run; give each run an empty folder",
+                    returncode=pytest.ExitCode.USAGE_ERROR)
     groups: dict[str, list[Any]] = {}
     for item in session.items:
         groups.setdefault(family_of(item) or NO_FAMILY, []).append(item)

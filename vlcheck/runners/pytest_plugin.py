@@ -93,7 +93,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help="folders of your own spec files, relative to this configuration file (as --vlcheck-specs)")
 
 
+STARTED = pytest.StashKey[float]()
+"""When the session started (time.time()): --vlcheck-shard-claims tells an earlier run's claims by it."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    import time
+
+    config.stash[STARTED] = time.time()
     # xdist workers (-n auto) already fill every core; torch's own thread pool in each of them only
     # contends and spins (a third of the CPU tier's CPU time on 2 cores). Set before workers start.
     if getattr(config.option, "numprocesses", None):
@@ -177,7 +184,8 @@ def pytest_runtestloop(session: pytest.Session):
 
     durations = shard_durations(session.config)
     weights = family_weights(list(all_families().values()), load_durations() if durations is None else durations)
-    run_claimed(session, Path(folder), weights, lambda item: _family_and_kind(item)[0])
+    run_claimed(session, Path(folder), weights, lambda item: _family_and_kind(item)[0],
+                session.config.stash[STARTED])
     return True
 
 
