@@ -20,6 +20,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+import pytest
+
 NO_FAMILY = "(no family)"
 LEEWAY_S = 60.0
 """How much earlier than this shard a sibling shard may have started (they start side by side)."""
@@ -60,8 +62,6 @@ def run_claimed(session, folder: Path, weights: dict[str, float], family_of, sta
     """pytest's run loop over the claimed families. Each test's `nextitem` is the one this process
     runs next (its fixtures' teardown depends on it), so the next family is claimed as the last
     test of the current one starts. `started`: when this shard started (time.time())."""
-    import pytest
-
     if stale := stale_claims(folder, started):
         pytest.exit(f"--vlcheck-shard-claims {folder}: {len(stale)} famil{'y was' if len(stale) == 1 else 'ies were'} "
                     f"claimed before this shard started ({', '.join(stale[:5])}{', ...' if len(stale) > 5 else ''}): "

@@ -160,13 +160,13 @@ def selected_families(config: pytest.Config) -> list[str]:
     return names
 
 
-def shard_durations(config: pytest.Config) -> dict[str, float] | None:
-    """--vlcheck-shard-durations' data (None: the default file's)."""
+def shard_durations(config: pytest.Config) -> dict[str, float]:
+    """--vlcheck-shard-durations' data, else the GPU tier's (the default file)."""
     from vlcheck.runners.shard import load_durations
 
     path = config.getoption("--vlcheck-shard-durations")
     try:
-        return load_durations(Path(path)) if path else None
+        return load_durations(Path(path)) if path else load_durations()
     except (OSError, ValueError, KeyError) as err:
         raise pytest.UsageError(f"--vlcheck-shard-durations {path}: {err}") from None
 
@@ -180,10 +180,9 @@ def pytest_runtestloop(session: pytest.Session):
     if session.testsfailed and not session.config.option.continue_on_collection_errors:
         return None  # pytest's own loop stops the session on collection errors
     from vlcheck.runners.claims import run_claimed
-    from vlcheck.runners.shard import family_weights, load_durations
+    from vlcheck.runners.shard import family_weights
 
-    durations = shard_durations(session.config)
-    weights = family_weights(list(all_families().values()), load_durations() if durations is None else durations)
+    weights = family_weights(list(all_families().values()), shard_durations(session.config))
     run_claimed(session, Path(folder), weights, lambda item: _family_and_kind(item)[0],
                 session.config.stash[STARTED])
     return True
