@@ -162,6 +162,7 @@ def own_exit_codes() -> dict[str, tuple[list[tuple[int, str, str]], str]]:
     and a note; 1 and 2 (`COMMON_EXITS`) are added to each by `exit_codes`. A command's own 2 replaces
     the common one."""
     from vlcheck.gate import diff
+    from vlcheck.cli import store_command
     from vlcheck.versions import bisect, envs, matrix, same_source
 
     verdicts = [(code, verdict, diff.VERDICT_TEXT[verdict].split(": ", 1)[1]) for verdict, code in diff.EXIT_CODES.items()]
@@ -190,6 +191,7 @@ def own_exit_codes() -> dict[str, tuple[list[tuple[int, str, str]], str]]:
         "bisect": (bisect.EXIT_CODES, ""),
     }
     own.update({f"matrix {name}": (codes, "") for name, codes in matrix.EXIT_CODES.items()})
+    own.update({f"store {name}": (codes, "") for name, codes in store_command.EXIT_CODES.items()})
     return own
 
 
@@ -329,6 +331,8 @@ def cmd_check(args) -> int:
                        adapter_description=described["vllm_adapter"])
     if args.shard:
         rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
+    if store is not None and store.close():  # a package changed on disk while this run measured
+        rep["environment"]["code_changed_during_run"] = store.changed
     if store is not None:  # which cells were measured by this run and which were taken from the store
         rep["result_store"] = {"path": str(store.path), "reused": store.reused, "measured": store.stored,
                                "family_configs_from_store": store.reused_variants,
@@ -351,6 +355,10 @@ def cmd_check(args) -> int:
         print("\ndeclared deviations:")
         for family, check, reason in devs:
             print(f"  {family} {check}: {reason}")
+    if env.get("code_changed_during_run"):
+        print(f"\nthe code of {', '.join(env['code_changed_during_run'])} changed on disk during this run: its cells "
+              "mix two codes (nothing of it kept in the result store); run it again")
+        return CHECK_EXIT["error"]
     errors = report.cells_with(rep, Status.ERROR.value)
     if errors:
         print(f"\n{len(errors)} check(s) could not run (vlcheck errors, not vLLM findings):")
@@ -643,9 +651,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=cmd_run)
 
+    from vlcheck.cli import store_command
     from vlcheck.versions import bisect, envs, matrix
 
-    for module in (envs, bisect, matrix):  # each subcommand's arguments live in its own module
+    for module in (envs, bisect, matrix, store_command):  # each subcommand's arguments live in its own module
         module.register(sub)
     import textwrap
 
@@ -657,8 +666,8 @@ def build_parser() -> argparse.ArgumentParser:
         if not leaf.description:
             leaf.description = textwrap.fill(summary[0].upper() + summary[1:] + ".", 100)
         leaf.epilog = (leaf.epilog.rstrip("\n") + "\n\n" if leaf.epilog else "") + exit_epilog(*codes[name])
-    matrix_parser = sub.choices["matrix"]
-    matrix_parser.epilog = group_epilog({n: codes[n][0] for n in codes if n.startswith("matrix ")})
+    for group in ("matrix", "store"):
+        sub.choices[group].epilog = group_epilog({n: codes[n][0] for n in codes if n.startswith(f"{group} ")})
     parser.epilog = textwrap.fill("exit codes: 0 ok (SAFE), 2 bad input or usage, 1 only when vlcheck itself "
                                   "crashed; each command's --help lists its own (docs/cli.md: all of them)", 100)
     return parser

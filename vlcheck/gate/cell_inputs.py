@@ -177,16 +177,12 @@ def read_inputs(spec: FamilySpec) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def installed() -> dict[str, Any]:
-    from importlib import metadata
+    """The installed packages a cell depends on: their code by content (`core.installed_code`:
+    a patched, editable or shadowed package is other code under the same version), and the versions."""
+    from vlcheck.core import installed_code, versions
 
-    from vlcheck.core import versions
-
-    out: dict[str, Any] = {"python": sys.version.split()[0], **versions.installed(), "vllm_build": versions.vllm_build()}
-    for dist in ("huggingface_hub", "tokenizers", "pillow"):  # what the gated three do not pin
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
+    out: dict[str, Any] = {"python": sys.version.split()[0], **versions.installed(), "vllm_build": versions.vllm_build(),
+                           "code": installed_code.digests()}
     out["environment"] = {v: os.environ.get(v) for v in ENVIRONMENT_VARIABLES}
     out["environment"]["HF_TOKEN set"] = bool(os.environ.get("HF_TOKEN"))
     return out

@@ -26,7 +26,6 @@ import difflib
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from vlcheck.core.results import NOT_APPLIED, frames_text
@@ -220,6 +219,9 @@ def validate(report: Any, path: str = "report", known_statuses: bool = True) -> 
 
 def compare(old: dict, new: dict) -> Diff:
     d = Diff(old["environment"], new["environment"], old_report=old, new_report=new)
+    from vlcheck.gate.ran_on import mixed_runs
+
+    d.not_run += mixed_runs(d.old_env, d.new_env)
     if old["schema"] != new["schema"]:
         d.lost_coverage.append(Change("*", "*", "schema", old["schema"], new["schema"],
                                       "reports of different schemas: only what both hold was compared"))
@@ -470,6 +472,20 @@ def file_clash_lines(d: Diff) -> list[str]:
             for line in env.get("file_clashes") or ()]
 
 
+def code_notes(d: Diff) -> list[str]:
+    """What code each end ran (`gate.ran_on`): packages that are not their release's files, the
+    same versions of other code, or the same code."""
+    from vlcheck.gate.ran_on import code_lines, not_its_release
+
+    lines = [f"{end} environment: {line}" for end, env in (("baseline", d.old_env), ("candidate", d.new_env))
+             for line in not_its_release(env)]
+    return lines + [f"code: {line}" for line in code_lines(d.old_env, d.new_env)]
+
+
+def environment_notes(d: Diff) -> list[str]:
+    return file_clash_lines(d) + code_notes(d)
+
+
 def summary(d: Diff) -> str:
     return (f"{len(d.regressions)} regressions, {len(d.new_failures)} new failures, {len(d.not_run)} not run, {len(d.lost_coverage)} lost coverage, "
             f"{len(d.moved)} moved, {len(d.accepted)} accepted, {len(d.fixed)} fixed, "
@@ -482,7 +498,7 @@ def causes_summary(d: Diff) -> str:
 
 
 def to_text(d: Diff) -> str:
-    parts = [f"environment: {_environment_change(d, lambda k, a, b: f'{k} {a} -> {b}')}", *file_clash_lines(d)]
+    parts = [f"environment: {_environment_change(d, lambda k, a, b: f'{k} {a} -> {b}')}", *environment_notes(d)]
     if d.causes:
         parts.append(f"CAUSES ({causes_summary(d)}; the cells follow):\n"
                      + "\n".join("  " + c.text(i).replace("\n", "\n  ") for i, c in enumerate(d.causes, 1)))
@@ -503,7 +519,8 @@ def to_markdown(d: Diff) -> str:
     badge = {"SAFE": "✅ SAFE", "REGRESSED": "❌ REGRESSED", "FAILING": "❌ FAILING", "INCONCLUSIVE": "⚠️ INCONCLUSIVE",
              "INCOMPLETE": "⚠️ INCOMPLETE", "CHANGED": "🔎 CHANGED"}[d.verdict]
     lines = [f"## vlcheck diff: {badge}", "", _environment_change(d, lambda k, a, b: f"{k} `{a}` → `{b}`"), "",
-             *[f"- ⚠️ {line}" for line in file_clash_lines(d)], *([""] if file_clash_lines(d) else []),
+             *[f"- {'ℹ️' if line.startswith('code: the same code') else '⚠️'} {line}" for line in environment_notes(d)],
+             *([""] if environment_notes(d) else []),
              VERDICT_TEXT[d.verdict], "", summary(d), ""]
     if d.causes:
         lines += [f"### Causes ({causes_summary(d)})", "",

@@ -10,7 +10,7 @@ from typing import Any
 
 from vlcheck.core.results import frame_text, frames_text
 from vlcheck.gate import causes as causes_
-from vlcheck.gate.diff import EXIT_CODES, VERDICT_TEXT, Change, Diff, causes_summary, summary
+from vlcheck.gate.diff import VERDICT_TEXT, Change, Diff, causes_summary, environment_notes, summary
 
 SCHEMA = 1
 
@@ -23,6 +23,7 @@ def to_json(d: Diff) -> dict[str, Any]:
     return {
         "schema": SCHEMA, "verdict": d.verdict, "exit": d.exit_code, "verdict_text": VERDICT_TEXT[d.verdict],
         "environment": {"baseline": d.old_env, "candidate": d.new_env},
+        "environment_notes": environment_notes(d),
         "summary": summary(d), "causes_summary": causes_summary(d),
         "causes": [c.to_json() for c in d.causes],
         "regressions": [_change(c) for c in d.regressions],
@@ -117,7 +118,8 @@ def to_html(d: Diff) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>vlcheck diff: {d.verdict}</title>"
              f"<style>{STYLE}</style></head><body>",
              f"<h1>vlcheck diff: <span class='v {d.verdict}'>{d.verdict}</span> <small>(exit {d.exit_code})</small></h1>",
-             f"<p>{esc(VERDICT_TEXT[d.verdict])}</p><p class='muted'>{env}<br>{esc(summary(d))}</p>"]
+             f"<p>{esc(VERDICT_TEXT[d.verdict])}</p><p class='muted'>{env}<br>{esc(summary(d))}</p>",
+             *[f"<p class='muted'>{esc(line)}</p>" for line in environment_notes(d)]]
     if d.causes:
         parts.append(f"<h2>Causes ({esc(causes_summary(d))})</h2><table><tr><th>#</th><th>whose</th><th>cause</th>"
                      "<th>cells</th><th>families</th><th>first bad</th></tr>")

@@ -16,6 +16,7 @@ from importlib import metadata
 from typing import Any
 
 from vlcheck.core.results import CheckResult, Status, frames_text
+from vlcheck.gate.ran_on import not_its_release
 
 SCHEMA = 3
 """2: the `error` status (vlcheck could not run the check), apart from `fail`. 3: per cell, its
@@ -37,6 +38,9 @@ def environment(adapter_description: dict[str, str] | None = None) -> dict[str, 
     from vlcheck.core.versions import installed, vllm_build
 
     env["vllm"], env["vllm_build"] = installed()["vllm"], vllm_build()
+    from vlcheck.core.installed_code import identities
+
+    env["code"] = {package: ident.as_json() for package, ident in identities().items()}
     from vlcheck import adapter
 
     env["vllm_adapter"] = adapter_description if adapter_description is not None else adapter.describe()
@@ -62,6 +66,17 @@ def as_json(value: Any) -> Any:
 
 
 
+def cell_of(r: CheckResult) -> dict[str, Any]:
+    """A result as a report holds it (what `vlcheck diff` compares)."""
+    cell = {"status": r.status.value, "reason": r.reason, "finding": r.finding, "details": r.details,
+            "data": as_json(r.data)}
+    if r.variants:
+        cell["variants"] = r.variants
+    if r.frames:  # where the exception behind it was raised (core.results.frames_of): read, never compared
+        cell["frames"] = as_json(r.frames)
+    return cell
+
+
 def build(results: list[CheckResult], checks: list[str], families: dict[str, Any],
           unloadable: list[str] = (), informational: dict[str, list[str]] | None = None,
           tolerances: dict[str, float] | None = None, adapter_description: dict[str, str] | None = None) -> dict[str, Any]:
@@ -75,13 +90,7 @@ def build(results: list[CheckResult], checks: list[str], families: dict[str, Any
         matrix[name] = {"title": name, "model": "(spec does not load)", "checks": {}}
     matrix = dict(sorted(matrix.items(), key=lambda kv: kv[0].lower()))
     for r in results:
-        cell = {"status": r.status.value, "reason": r.reason, "finding": r.finding, "details": r.details,
-                "data": as_json(r.data)}
-        if r.variants:
-            cell["variants"] = r.variants
-        if r.frames:  # where the exception behind it was raised (core.results.frames_of): read, never compared
-            cell["frames"] = as_json(r.frames)
-        matrix[r.family]["checks"][r.check] = cell
+        matrix[r.family]["checks"][r.check] = cell_of(r)
     counts = {s.value: sum(r.status is s for r in results) for s in Status}
     return {"schema": SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "environment": environment(adapter_description), "checks": checks, "informational": informational or {},
@@ -105,7 +114,8 @@ def to_markdown(report: dict) -> str:
     lines = ["## vlcheck report", "",
              " · ".join(f"{k} `{env.get(k)}`" for k in ("vllm", "transformers", "torch", "python", "gpu")), "",
              *[f"- ⚠️ files installed twice: {line}" for line in env.get("file_clashes") or ()],
-             *([""] if env.get("file_clashes") else []),
+             *[f"- ⚠️ not its release's files: {line}" for line in not_its_release(env)],
+             *([""] if env.get("file_clashes") or not_its_release(env) else []),
              "| status | count |", "|---|---|"]
     lines += [f"| {s} | {n} |" for s, n in report["summary"].items()]
     lines += ["", "| family | " + " | ".join(checks) + " |", "|---|" + "---|" * len(checks)]
@@ -121,6 +131,14 @@ def to_markdown(report: dict) -> str:
     if devs:
         lines += ["", "### Declared deviations", ""] + [f"- **{f}** {c}: {r}" for f, c, r in devs]
     return "\n".join(lines) + "\n"
+
+
+def _env_value(key: str, value: Any) -> str:
+    if key == "code" and isinstance(value, dict):  # one line per package: version, where from, how installed
+        from vlcheck.core.installed_code import from_json
+
+        return "<br>".join(html.escape(f"{from_json(v).line()} · {from_json(v).digest[:12]}") for v in value.values())
+    return html.escape(str(value))
 
 
 def to_html(report: dict) -> str:
@@ -154,7 +172,7 @@ def to_html(report: dict) -> str:
     summary = " ".join(f'<button data-filter="{esc(s)}" style="background:{STATUS_COLOURS.get(s, "#fff")}">'
                        f'{esc(s)}: <b class="count" data-status="{esc(s)}">{n}</b></button>'
                        for s, n in report["summary"].items())
-    env_rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in env.items())
+    env_rows = "".join(f"<tr><th>{esc(k)}</th><td>{_env_value(k, v)}</td></tr>" for k, v in env.items())
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>vlcheck report</title>
 <style>

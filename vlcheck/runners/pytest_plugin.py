@@ -275,6 +275,12 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
     return None
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    store = getattr(session.config, "_vlcheck_store", None)
+    if store is not None:  # what was measured on code that changed during the session is taken back
+        store.close()
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     errors = [r for r in terminalreporter.stats.get("error", []) if ("vlcheck_error", True) in getattr(r, "user_properties", ())]
     if errors:
