@@ -15,15 +15,15 @@ reference and processor fingerprints), `configurations` (the engine configuratio
 chunked prefill, prefix caching, a processor cache under load, long prompts, video files), `hostile` (bad and hostile inputs, run in guarded children),
 `gate` (the check catalogue, report, diff and its causes), `versions` (environments per version
 pair, measured points, bisect, the compatibility matrix, declaration widening), `runners` (the pytest
-plugin and its shipped tier, pytest helpers, sharding, merge, the engine tier) and `cli` (the
-`vlcheck` command, starter specs).
+plugin and its shipped tier, pytest helpers, sharding, merge, the engine tier), `pr_gate` (the
+pull-request workflow's templates, pins and comment) and `cli` (the `vlcheck` command, starter specs).
 """
 
 from importlib import metadata
 from pathlib import Path
 
 LAYERS: tuple[str, ...] = ("core", "spec", "adapter", "prompt", "examples", "checkpoints", "cpu", "served",
-                           "engine", "numerics", "configurations", "hostile", "gate", "versions", "runners", "cli")
+                           "engine", "numerics", "configurations", "hostile", "gate", "versions", "runners", "pr_gate", "cli")
 """The subpackages, lowest first: each may import its own layer and earlier ones, never a later one."""
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from vlcheck.core.results import frame_text, frames_text
 from vlcheck.gate.measured import mask
+from vlcheck.gate.root_errors import ImportRoot, import_root, importer
 
 ROOTS = (
     ("architecture", re.compile(r"is not a supported architecture"), "vllm",
@@ -172,8 +173,14 @@ def group(cells: list[Cell], new: dict, points: "PointIndex | None" = None) -> l
                 causes.setdefault(key, Cause(meaning, whose, f"{check} fails: {meaning}", defining_check=check,
                                              key=pattern.pattern))
                 rooted[(c.family, c.kind)] = key
+    imports: dict[str, ImportRoot] = {}
     for c in cells:
         key = rooted.get((c.family, c.kind)) or rooted.get((c.family, None))
+        root = import_root(c.evidence, _details(new, c)) if key is None and not c.same_as_declared else None
+        if root is not None:  # one failed import, whatever words each path wrapped around it
+            key = root.key
+            imports[key] = root
+            causes.setdefault(key, Cause(f"a failed import: {root.text}", "", "", key=key_of(root.text, "", [])))
         if key is None and c.same_as_declared:
             key = "out-of-range"
             causes.setdefault(key, Cause(
@@ -190,11 +197,35 @@ def group(cells: list[Cell], new: dict, points: "PointIndex | None" = None) -> l
         causes[key].cells.append(c)
         if not causes[key].frames and c.frames:
             causes[key].frames = c.frames
+    for key, root in imports.items():
+        _import_owner(causes[key], root, new)
     ordered = sorted(causes.values(), key=lambda cause: (-len(cause.cells), cause.title))
     if points is not None:
         for cause in ordered:
             cause.first_bad = points.first_bad(cause)
     return ordered
+
+
+def _details(report: dict, cell: Cell) -> list[str]:
+    found = locate(report, cell.family, cell.label)[0] if report else None
+    return [str(d) for d in (found or {}).get("details") or ()]
+
+
+def _import_owner(cause: Cause, root: ImportRoot, new: dict) -> None:
+    """A failed import is the pairing's: the importer (from any cell's frames) and the library that
+    no longer has the name."""
+    frame = importer(root, [c.frames for c in cause.cells])
+    version = new.get("environment", {}).get(root.library)
+    library = f"{root.library} {version}" if version else root.library
+    if frame is not None:
+        cause.frames = next(c.frames for c in cause.cells if frame in c.frames)
+        cause.whose = f"{frame.get('package')} + {root.library}"
+        cause.why_whose = (f"the pairing: {frame_text(frame)} imports {root.name or root.module}, which {library} "
+                           f"does not have")
+    else:
+        cause.whose = f"{root.library} + its importer"
+        cause.why_whose = (f"the pairing: {library} does not have {root.name or root.module}; no frame names the "
+                           "code that imports it")
 
 
 def _first_line(text: str, limit: int = 220) -> str:
