@@ -3,7 +3,6 @@ the comment and job summary it posts)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from importlib import resources
 
@@ -48,14 +47,13 @@ def cmd_comment(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("pr", help="the gate on a pull request: the workflow to copy, and what its steps run "
-                                  "(`vlcheck pr SUBCOMMAND --help`; docs/pull-requests.md)",
-                       description="The gate where an upgrade is decided: a GitHub Actions workflow and action (or a "
-                                   "GitLab job) that run `vlcheck check` on both ends of a pull request that changes "
-                                   "the pins, `vlcheck diff`, and post the verdict as one comment updated in place.",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    actions = p.add_subparsers(dest="action", required=True, metavar="SUBCOMMAND", title="subcommands",
-                               help="each with its own options (`vlcheck pr SUBCOMMAND --help`)")
+    from vlcheck.cli.command_group import add_group
+
+    actions = add_group(sub, "pr", "the gate on a pull request: the workflow to copy, and what its steps run "
+                                   "(docs/pull-requests.md)",
+                        "The gate where an upgrade is decided: a GitHub Actions workflow and action (or a GitLab job) "
+                        "that run `vlcheck check` on both ends of a pull request that changes the pins, `vlcheck "
+                        "diff`, and post the verdict as one comment updated in place.")
     q = actions.add_parser("template", help="print a template to copy: the GitHub workflow, its action, or a GitLab job")
     q.add_argument("name", choices=list(TEMPLATES), help="workflow: .github/workflows/vlcheck.yml; action: "
                                                          ".github/actions/vlcheck-gate/action.yml; gitlab: a job")

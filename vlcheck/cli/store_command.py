@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 
@@ -51,16 +50,13 @@ def cmd_verify(args) -> int:
 
 
 def register(sub) -> None:
+    from vlcheck.cli.command_group import add_group
     from vlcheck.gate.checks import CATALOGUE
 
-    p = sub.add_parser("store", help="the result store `vlcheck check` and the pytest tier share: "
-                                     "`vlcheck store SUBCOMMAND --help`",
-                       description="The result store keeps each measured cell under the hash of everything it "
-                                   "depends on, the installed packages' code by content included, so that a cell "
-                                   "is never measured twice for the same code, and never served for other code.",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    actions = p.add_subparsers(dest="action", required=True, metavar="SUBCOMMAND", title="subcommands",
-                               help="each with its own options (`vlcheck store SUBCOMMAND --help`)")
+    actions = add_group(sub, "store", "the result store `vlcheck check` and the pytest tier share",
+                        "The result store keeps each measured cell under the hash of everything it depends on, the "
+                        "installed packages' code by content included, so that a cell is never measured twice for "
+                        "the same code, and never served for other code.")
     q = actions.add_parser("verify", help="measure a sample of the stored cells again and compare: exit 4 when one "
                                           "differs (it is taken out of the store)")
     q.add_argument("--store", metavar="DIR", default=None,
