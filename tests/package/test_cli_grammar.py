@@ -260,3 +260,36 @@ def test_bisect_and_matrix_outcomes(monkeypatch, tmp_path, capsys):
                  "--transformers-releases", "5.16.1"]) == 3
     assert main(["matrix", "add", "--data", data, str(tmp_path / "bad.json")]) == 2
     assert main(["matrix", "redigest", "--data", data]) == 0
+
+
+# --- docs/tests.md and docs/environment.md: what the code reads and offers, every item ----------------
+
+def test_docs_tests_md_lists_the_plugins_pytest_options_as_the_generator_writes():
+    page = (ROOT / "docs" / "tests.md").read_text(encoding="utf-8")
+    assert _generator().tests_page() == page, "docs/tests.md's pytest options are out of date: run scripts/cli-reference"
+
+
+def test_docs_tests_md_names_every_test_folder():
+    page = (ROOT / "docs" / "tests.md").read_text(encoding="utf-8")
+    folders = sorted(p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+    assert [f for f in folders if f"`tests/{f}/`" not in page] == []
+
+
+def test_docs_environment_md_names_every_variable_vlcheck_reads():
+    """Every `VLCHECK_*` name in vlcheck's code, its scripts, conftest.py and CI, and every other variable
+    vlcheck's own modules read with os.environ or os.getenv that a user sets (not a library's own)."""
+    page = (ROOT / "docs" / "environment.md").read_text(encoding="utf-8")
+    sources = [*(ROOT / "vlcheck").rglob("*.py"), *(ROOT / "scripts").iterdir(), ROOT / "conftest.py",
+               ROOT / ".ci" / "run", *(ROOT / "vlcheck" / "pr_gate" / "templates").iterdir()]
+    names = {m for path in sources if path.is_file() for m in re.findall(r"\bVLCHECK_[A-Z0-9_]+", path.read_text("utf-8"))}
+    assert names, "no VLCHECK_ variable found: the scan is broken"
+    assert sorted(n for n in names if n not in page) == []
+
+
+def test_docs_performance_md_has_one_row_per_target_each_with_its_command():
+    page = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    table = page.split("## Today, one row per target", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    targets = [r[0].strip() for r in rows]
+    assert rows and len(targets) == len(set(targets)), f"a target with two rows: {targets}"
+    assert all("`" in r[2] and r[3].strip().startswith("20") for r in rows), "each row: a command and when it was measured"
