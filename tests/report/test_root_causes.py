@@ -86,3 +86,21 @@ def test_a_log_that_mentions_an_import_under_evidence_that_hides_nothing_is_not_
     assert "import" not in unreachable.title.lower() and unreachable.whose == "vllm"
     assert import_root("answered 500: Cannot connect", ["ImportError: No module named 'flash_attn'"]) is None
     assert import_root("1 validation error for ModelConfig", ["ERROR [x.py:1] ImportError: No module named 'y.z'"]).module == "y.z"
+
+
+def test_an_exception_raised_while_importing_is_one_cause_too():
+    """vLLM 0.33.0 in an environment with the wrong cuda-python: its model classes raise an
+    AttributeError on import (nine causes before, by family, most "whose: unknown")."""
+    raised = "AttributeError: module 'cuda.bindings.runtime' has no attribute 'cudaLibrary_t'"
+    frames = [{"package": "vllm", "file": "vllm/utils/b12x.py", "line": 32, "function": "_import_submodule"},
+              {"package": "cutlass", "file": "cutlass/base_dsl/runtime.py", "line": 12, "function": "<module>"}]
+    cells = [Cell("glm4_5v", "architecture [single]", "regression",
+                  f"[single] glm4_5v: the model class of Glm4vMoeForConditionalGeneration does not import: {raised}"),
+             Cell("h2ovl_chat", "architecture [single]", "regression",
+                  f"[single] h2ovl_chat: the model class of H2OVLChatModel does not import: {raised}"),
+             Cell("command_a_vision", "processor [single]", "regression",
+                  f"[single] command_a_vision: vLLM could not build its processor: NotInspected: vLLM could not inspect "
+                  f"Cohere2VisionForConditionalGeneration: importing its class raised {raised} (/env/lib/x.py)", frames)]
+    causes = group(cells, {"families": {}})
+    assert len(causes) == 1 and causes[0].title == f"importing a module raised {raised}"
+    assert causes[0].whose == "vllm" and causes[0].frames == frames

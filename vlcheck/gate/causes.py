@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from vlcheck.core.results import frame_text, frames_text
 from vlcheck.gate.measured import mask
-from vlcheck.gate.root_errors import ImportRoot, import_root, importer
+from vlcheck.gate.root_errors import ImportRoot, ImportTimeRoot, importer, root_of
 
 ROOTS = (
     ("architecture", re.compile(r"is not a supported architecture"), "vllm",
@@ -173,14 +173,16 @@ def group(cells: list[Cell], new: dict, points: "PointIndex | None" = None) -> l
                 causes.setdefault(key, Cause(meaning, whose, f"{check} fails: {meaning}", defining_check=check,
                                              key=pattern.pattern))
                 rooted[(c.family, c.kind)] = key
-    imports: dict[str, ImportRoot] = {}
+    imports: dict[str, ImportRoot | ImportTimeRoot] = {}
     for c in cells:
         key = rooted.get((c.family, c.kind)) or rooted.get((c.family, None))
-        root = import_root(c.evidence, _details(new, c)) if key is None and not c.same_as_declared else None
+        root = root_of(c.evidence, _details(new, c)) if key is None and not c.same_as_declared else None
         if root is not None:  # one failed import, whatever words each path wrapped around it
             key = root.key
             imports[key] = root
-            causes.setdefault(key, Cause(f"a failed import: {root.text}", "", "", key=key_of(root.text, "", [])))
+            title = f"a failed import: {root.text}" if isinstance(root, ImportRoot) else \
+                f"importing a module raised {root.text}"
+            causes.setdefault(key, Cause(title, "", "", key=key_of(root.text, "", [])))
         if key is None and c.same_as_declared:
             key = "out-of-range"
             causes.setdefault(key, Cause(
@@ -198,7 +200,12 @@ def group(cells: list[Cell], new: dict, points: "PointIndex | None" = None) -> l
         if not causes[key].frames and c.frames:
             causes[key].frames = c.frames
     for key, root in imports.items():
-        _import_owner(causes[key], root, new)
+        if isinstance(root, ImportRoot):
+            _import_owner(causes[key], root, new)
+        else:  # whoever's frame raised it, from any cell that kept frames
+            cause = causes[key]
+            cause.frames = next((c.frames for c in cause.cells if c.frames), [])
+            cause.whose, cause.why_whose = whose_of(cause.title, cause.frames)
     ordered = sorted(causes.values(), key=lambda cause: (-len(cause.cells), cause.title))
     if points is not None:
         for cause in ordered:

@@ -7,6 +7,11 @@ wraps the ImportError in its own words: vLLM's `NotInspected`, a pydantic valida
 above it), a server's `500`, a checkpoint recipe that "does not import", a processor that "needs a
 package that is not installed". Read here, all of them are one root: the import, its owner the
 pairing of the importer and the library that no longer has the name.
+
+An import can also fail with another exception, raised while the module runs (an attribute a
+binding no longer has, a version check): the wrappers say "does not import: AttributeError: ..." or
+"importing its class raised AttributeError: ...". Those cells are one root too (`ImportTimeRoot`),
+owned by whoever's frame raised it.
 """
 
 from __future__ import annotations
@@ -41,6 +46,39 @@ class ImportRoot:
     def text(self) -> str:
         return (f"cannot import name '{self.name}' from '{self.module}'" if self.name
                 else f"No module named '{self.module}'")
+
+
+_IMPORT_TIME = re.compile(r"(?:does not import(?: on this install)?|importing its class raised)[:\s]+"
+                          r"(?P<kind>[A-Z]\w*(?:Error|Exception)): (?P<message>[^\n]{1,300})")
+_PARENTHESIZED_PATH = re.compile(r"\s*\(/[^)]*\)?")
+
+
+@dataclass(frozen=True)
+class ImportTimeRoot:
+    kind: str
+    message: str
+
+    @property
+    def key(self) -> str:
+        return f"import-time:{self.kind}:{self.message}"
+
+    @property
+    def text(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+def import_time_root(evidence: str) -> ImportTimeRoot | None:
+    """An exception other than ImportError raised while a module was imported, or None."""
+    found = _IMPORT_TIME.search(evidence)
+    if found is None or found["kind"] in ("ImportError", "ModuleNotFoundError"):
+        return None
+    message = _PARENTHESIZED_PATH.sub("", found["message"]).rstrip(" .…")
+    return ImportTimeRoot(found["kind"], message[:200])
+
+
+def root_of(evidence: str, details: list[str] = ()) -> ImportRoot | ImportTimeRoot | None:
+    """The root error beneath a cell's evidence: a failed import, or an exception raised while importing."""
+    return import_root(evidence, details) or import_time_root(evidence)
 
 
 def import_root(evidence: str, details: list[str] = ()) -> ImportRoot | None:
