@@ -91,6 +91,7 @@ def test_the_wheel_holds_the_specs_and_the_durations(wheel):
     specs = {Path(n).name for n in names if re.fullmatch(r"vlcheck/specs/[^/]+\.toml", n)}
     assert specs == {p.name for p in BUILTIN_SPEC_DIR.glob("*.toml")}
     assert "vlcheck/runners/gpu_durations.json" in names
+    assert {f"vlcheck/pr_gate/templates/{name}" for name in ("action.yml", "workflow.yml", "gitlab-ci.yml")} <= set(names)
     assert "vlcheck/__init__.py" in names
 
 
