@@ -104,3 +104,11 @@ def test_an_exception_raised_while_importing_is_one_cause_too():
     causes = group(cells, {"families": {}})
     assert len(causes) == 1 and causes[0].title == f"importing a module raised {raised}"
     assert causes[0].whose == "vllm" and causes[0].frames == frames
+
+
+def test_what_vllms_api_server_answered_is_vllms_without_a_frame():
+    cells = [Cell("qwen2_vl", "served [single]", "regression", "[single] qwen2_vl: served vs offline: video x1: served "
+                  "105 tokens, offline 105; inside them token 21 differs"),
+             Cell("llava", "served [multi_image]", "regression", "[multi_image] llava: image x12: the example's chat "
+                  "request was rejected: 400 1 validation error for MultiModalFeatures")]
+    assert [c.whose for c in group(cells, {"families": {}})] == ["vllm", "vllm"]

@@ -29,6 +29,7 @@ every other failing cell of the same family-config."""
 
 _RAISED = re.compile(r"\b(vllm|transformers|tokenizers|torch)\b raised")
 _HTTP = re.compile(r"\banswered (5\d\d)\b|\bHTTP (5\d\d)\b|\b(5\d\d) Internal Server Error")
+_SERVED = re.compile(r"\bserved vs offline\b|\bchat request was rejected: 4\d\d\b")
 _NUMBER = re.compile(r"\d+")
 _KIND = re.compile(r"\[(single|multi_image)[^\]]*\]\s*")
 _QUOTED_PATH = re.compile(r"(/[\w.+-]+){2,}")
@@ -139,6 +140,8 @@ def whose_of(evidence: str, frames: list[dict]) -> tuple[str, str]:
         return raised.group(1), f"the evidence says {raised.group(0)}"
     if _HTTP.search(evidence):
         return "vllm", "vLLM's server answered a 5xx (its own error, whatever it called)"
+    if _SERVED.search(evidence):
+        return "vllm", "vLLM's API server: its answer to the example's request (no frame: measured over HTTP)"
     return "unknown", "no frame and no owner in the evidence: read it"
 
 
