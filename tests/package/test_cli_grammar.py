@@ -293,3 +293,12 @@ def test_docs_performance_md_has_one_row_per_target_each_with_its_command():
     targets = [r[0].strip() for r in rows]
     assert rows and len(targets) == len(set(targets)), f"a target with two rows: {targets}"
     assert all("`" in r[2] and r[3].strip().startswith("20") for r in rows), "each row: a command and when it was measured"
+
+
+def test_docs_concepts_md_worked_example_is_what_vlcheck_makes_of_the_kept_reports():
+    path = ROOT / "scripts" / "worked-example"
+    loader = importlib.machinery.SourceFileLoader("worked_example", str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("worked_example", loader))
+    loader.exec_module(module)
+    assert module.page() == (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8"), \
+        "docs/concepts.md's worked example is out of date: run scripts/worked-example"
