@@ -82,7 +82,7 @@ def test_matrix_has_real_subcommands_each_with_only_its_own_options(capsys):
     only = {"--budget": {"run"}, "--write": {"declarations"}, "--vllm-range": {"run"}, "--html": {"run", "report"}}
     for option, where in only.items():
         assert {n for n, text in helps.items() if option in _options(text)} == where, option
-    assert _options(helps["redigest"]) == {"--data", "--specs"}  # (-h, --help: every parser)
+    assert _options(helps["redigest"]) == {"--matrix-data", "--specs"}  # (-h, --help: every parser)
     assert "REPORT [REPORT ...]" in helps["add"]
 
 
@@ -111,17 +111,16 @@ def test_two_reports_are_baseline_and_candidate_everywhere(capsys):
 
 
 def test_the_same_output_flags_take_a_file():
-    """--json, --markdown, --html FILE wherever a command writes that output; `list` and `render`
-    print their JSON instead of a table (a switch: nothing is written to a file)."""
+    """--json, --markdown, --html FILE wherever a command writes that output; `list` and `render`,
+    whose JSON replaces their table, print it where no FILE (or `-`) is given."""
     printing = {"list", "render"}
     writes = {}
     for name, sub, _ in commands(build_parser()):
         for action in sub._actions:
             for flag in set(action.option_strings) & {"--json", "--markdown", "--html"}:
-                if name in printing and flag == "--json":
-                    assert action.nargs == 0, name
-                    continue
                 assert action.metavar == "FILE", f"vlcheck {name} {flag} takes {action.metavar}"
+                if name in printing:
+                    assert (action.nargs, action.const) == ("?", "-"), name
                 writes.setdefault(name, set()).add(flag)
     assert writes["check"] == writes["diff"] == writes["merge"] == {"--json", "--markdown", "--html"}
     assert writes["matrix report"] == writes["matrix run"] == {"--markdown", "--html"}
@@ -302,3 +301,23 @@ def test_docs_concepts_md_worked_example_is_what_vlcheck_makes_of_the_kept_repor
     loader.exec_module(module)
     assert module.page() == (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8"), \
         "docs/concepts.md's worked example is out of date: run scripts/worked-example"
+
+
+
+def test_the_matrix_data_folder_has_one_flag_name_and_the_former_ones_still_parse(tmp_path, capsys):
+    for command in ("diff", "bisect", "matrix report"):
+        text = _help(capsys, *command.split())
+        assert "--matrix-data DIR" in text and "--points" not in text and "--data " not in text, command
+    parser = build_parser()
+    old = ["diff", "a.json", "b.json", "--points", "X"]
+    assert parser.parse_args(old).points == parser.parse_args([*old[:3], "--matrix-data", "X"]).points == "X"
+    assert parser.parse_args(["bisect", "a.json", "b.json", "--store", "X"]).store == "X"
+    assert parser.parse_args(["matrix", "--data", "X", "report"]).data == "X"
+    assert parser.parse_args(["matrix", "report", "--matrix-data", "X"]).data == "X"
+
+
+def test_list_and_render_write_their_json_to_a_file_or_print_it(tmp_path, capsys):
+    assert main(["list", "--json", str(tmp_path / "families.json")]) == 0
+    written = json.loads((tmp_path / "families.json").read_text())
+    assert main(["list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == written and any(f["name"] == "qwen2_vl" for f in written)

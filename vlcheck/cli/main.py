@@ -42,7 +42,7 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def missing_files(families: list[FamilySpec], as_json: bool) -> None:
+def missing_files(families: list[FamilySpec], as_json: str | None) -> None:
     """Per family-config and check, the Hub files its checks read: state, and whether it is part of
     the smallest set that would make a skipping check run (`fetch`)."""
     import csv
@@ -52,7 +52,7 @@ def missing_files(families: list[FamilySpec], as_json: bool) -> None:
     rows = [dataclasses.asdict(row) for spec in families for variant in spec.variants
             for row in file_rows(spec.name, variant)]
     if as_json:
-        print(json.dumps(rows, indent=2))
+        emit_json(rows, as_json)
         return
     writer = csv.writer(sys.stdout, delimiter="\t", lineterminator="\n")
     writer.writerow(["family", "variant", "check", "repo", "revision", "file", "state", "role", "fetch"])
@@ -72,6 +72,16 @@ then copy the HF cache (HF_HUB_CACHE) to the air-gapped machine.
 """
 
 
+def emit_json(data, where: str) -> None:
+    """`--json [FILE]`: into FILE, or printed where no FILE (or `-`) is given."""
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    if where == "-":
+        print(text)
+    else:
+        with open(where, "w", encoding="utf-8") as out:
+            out.write(text + "\n")
+
+
 def cmd_list(args) -> int:
     chosen = set(default_selection())
     if args.missing_files:
@@ -80,7 +90,7 @@ def cmd_list(args) -> int:
     summaries = [family_summary(s) for n, s in all_families().items() if n in chosen]
     broken = {n: e for n, e in spec_errors().items() if n in chosen}
     if args.json:
-        print(json.dumps(summaries + [{"name": n, "spec": e.path, "error": str(e)} for n, e in broken.items()], indent=2))
+        emit_json(summaries + [{"name": n, "spec": e.path, "error": str(e)} for n, e in broken.items()], args.json)
         return USAGE if broken else 0
     rows = [[s["name"], s["model"], ",".join(s["modalities"]) or "-",
              f"1..{s['max_images']}" if s["multi_image"] else "-", s["gpus"], s["prompt_source"]]
@@ -118,7 +128,7 @@ def cmd_render(args) -> int:
         renderer = chat_renderer_or_none(variant)
     prompts = render_prompts(spec, args.modality, args.question, args.images, renderer)
     if args.json:
-        print(json.dumps({"prompts": prompts}, ensure_ascii=False, indent=2))
+        emit_json({"prompts": prompts}, args.json)
     else:
         for i, prompt in enumerate(prompts, 1):
             print(f"--- prompt {i} ---")
@@ -597,9 +607,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-on", type=_verdicts, metavar="VERDICTS",
                    help="exit non-zero only for these verdicts (comma-separated: regressed, failing, inconclusive, "
                         "incomplete, changed); any other verdict exits 0 and says so. Default: every verdict but SAFE")
-    p.add_argument("--points", metavar="DIR",
-                   help="the matrix's data folder (`vlcheck matrix --data`) whose measured points place each "
+    p.add_argument("--matrix-data", dest="points", metavar="DIR",
+                   help="the matrix's data folder (`vlcheck matrix --matrix-data`) whose measured points place each "
                         "cause's first bad release (default: ./compat, else the checkout's compat/)")
+    p.add_argument("--points", dest="points", help=argparse.SUPPRESS)  # the former name
     p.add_argument("--accepted", metavar="FILE", help="a TOML file of reviewed, accepted changes (family, check, "
                                                       "fact, from, to, reason): they no longer decide the verdict")
     p.add_argument("--draft-accepted", metavar="FILE", help="write every change of this diff as a draft of that file "
@@ -625,7 +636,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", parents=common, help="the families and what they need; specs that do not load, with why",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=LIST_EPILOG)
-    p.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    p.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                   help="write a JSON list of objects to FILE (without FILE, or `-`: print it)")
     p.add_argument("--missing-files", action="store_true",
                    help="per family, variant and check: the model's Hub files the template and stops checks read, "
                         "whether each is here (HF_HUB_CACHE), and which to fetch (the smallest set that makes a "
@@ -644,7 +656,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="render the multi-image example with N images (default: the single-input example)")
     p.add_argument("--question", action="append", metavar="TEXT",
                    help="a question (repeatable); default: the example's questions")
-    p.add_argument("--json", action="store_true", help='print {"prompts": [...]}')
+    p.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                   help='write {"prompts": [...]} to FILE (without FILE, or `-`: print it)')
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("run", parents=common,

@@ -252,9 +252,10 @@ def register(sub) -> None:
     p.add_argument("--family", action="append", metavar="NAME", help="only findings of these families (repeatable)")
     p.add_argument("--vllm-releases", metavar="A,B,...", help="the vLLM releases to bisect over (default: the index's)")
     p.add_argument("--transformers-releases", metavar="A,B,...", help="the transformers releases (default: the index's)")
-    p.add_argument("--store", default="vlcheck-bisect", metavar="DIR",
-                   help="the folder of measurements, reused across runs (default: %(default)s; the matrix's "
-                        "folder, `--store compat`, reuses its points)")
+    p.add_argument("--matrix-data", dest="store", default="vlcheck-bisect", metavar="DIR",
+                   help="the folder of measured points, reused across runs (default: %(default)s; the matrix's "
+                        "folder, `--matrix-data compat`, reuses its points)")
+    p.add_argument("--store", dest="store", help=argparse.SUPPRESS)  # the former name (not the result store)
     p.add_argument("--budget", type=float, metavar="SECONDS", help="stop measuring after this long")
     p.add_argument("--json", metavar="FILE", help="also write the findings with their 'since' as JSON")
     p.set_defaults(func=cmd_bisect)

@@ -155,12 +155,12 @@ def _log(message: str) -> None:
 
 
 class NoMatrix(ValueError):
-    """--data names a folder without a matrix: bad input (exit 2)."""
+    """--matrix-data names a folder without a matrix: bad input (exit 2)."""
 
 
 def _grid(root: Path, store: Store) -> Grid:
     if not (root / AXES_FILE).exists():
-        raise NoMatrix(f"{root}: no matrix here ({AXES_FILE} missing): `vlcheck matrix run --data {root}` measures one")
+        raise NoMatrix(f"{root}: no matrix here ({AXES_FILE} missing): `vlcheck matrix run --matrix-data {root}` measures one")
     return Grid(store, Axes.load(root))
 
 
@@ -276,15 +276,17 @@ def register(sub) -> None:
                                       "matrix per family: `vlcheck matrix SUBCOMMAND --help`", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     data_help = "the matrix's data folder (default: compat)"
-    p.add_argument("--data", default="compat", metavar="DIR", help=data_help + "; also after the subcommand")
+    p.add_argument("--matrix-data", dest="data", default="compat", metavar="DIR", help=data_help + "; also after the subcommand")
+    p.add_argument("--data", dest="data", default="compat", help=argparse.SUPPRESS)  # the former name
     actions = p.add_subparsers(dest="action", required=True, metavar="SUBCOMMAND", title="subcommands",
                                help="each with its own options (`vlcheck matrix SUBCOMMAND --help`)")
 
     def subcommand(name: str) -> argparse.ArgumentParser:
         q = actions.add_parser(name, help=SUBCOMMANDS[name], description=SUBCOMMANDS[name][0].upper() + SUBCOMMANDS[name][1:] + ".",
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-        # not given here: the value before the subcommand stands (`vlcheck matrix --data DIR report`)
-        q.add_argument("--data", default=argparse.SUPPRESS, metavar="DIR", help=data_help)
+        # not given here: the value before the subcommand stands (`vlcheck matrix --matrix-data DIR report`)
+        q.add_argument("--matrix-data", dest="data", default=argparse.SUPPRESS, metavar="DIR", help=data_help)
+        q.add_argument("--data", dest="data", default=argparse.SUPPRESS, help=argparse.SUPPRESS)  # the former name
         q.set_defaults(func=COMMANDS[name])
         return q
 
