@@ -112,13 +112,16 @@ def _files(root: Path) -> list[tuple[str, os.stat_result]]:
         return [(str(root), root.stat())]
     found, todo = [], [str(root)]
     while todo:
-        with os.scandir(todo.pop()) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIPPED_DIRECTORIES:
-                        todo.append(entry.path)
-                elif entry.is_file() and not entry.name.endswith((".pyc", ".pyo")):
-                    found.append((entry.path, entry.stat()))
+        try:
+            with os.scandir(todo.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name not in SKIPPED_DIRECTORIES:
+                            todo.append(entry.path)
+                    elif entry.is_file() and not entry.name.endswith((".pyc", ".pyo")):
+                        found.append((entry.path, entry.stat()))
+        except OSError:  # a folder this user cannot read: what it holds cannot be digested, nor can it change the run
+            continue
     return sorted(found)
 
 
@@ -196,8 +199,11 @@ def _digest_file(path: str, st: os.stat_result, record: _Record | None) -> tuple
     vouched = record is not None and record.editable_source is None  # a wheel: every file of it is listed
     if st.st_size > READ_AT_MOST and row is None:
         return f"stat={st.st_size}:{st.st_mtime_ns}", vouched
-    with open(path, "rb") as f:
-        found = record_hash(f.read())
+    try:
+        with open(path, "rb") as f:
+            found = record_hash(f.read())
+    except OSError:  # unreadable here: its size and mtime stand for it
+        return f"stat={st.st_size}:{st.st_mtime_ns}", False
     return found, found != row[0] if row is not None else vouched
 
 
