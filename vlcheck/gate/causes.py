@@ -232,10 +232,10 @@ def _import_owner(cause: Cause, root: ImportRoot, new: dict) -> None:
         cause.whose = f"{frame.get('package')} + {root.library}"
         cause.why_whose = (f"the pairing: {frame_text(frame)} imports {root.name or root.module}, which {library} "
                            f"does not have")
-    else:
-        cause.whose = f"{root.library} + its importer"
-        cause.why_whose = (f"the pairing: {library} does not have {root.name or root.module}; no frame names the "
-                           "code that imports it")
+    else:  # the library that no longer has it (vLLM dropping a model's module, transformers a helper)
+        cause.whose = root.library
+        cause.why_whose = (f"{library} does not have {root.name or root.module}; no frame names the code that "
+                           "imports it (a model's remote code, a family's recipe)")
 
 
 def _first_line(text: str, limit: int = 220) -> str:
