@@ -183,9 +183,7 @@ def group(cells: list[Cell], new: dict, points: "PointIndex | None" = None) -> l
         if root is not None:  # one failed import, whatever words each path wrapped around it
             key = root.key
             imports[key] = root
-            title = f"a failed import: {root.text}" if isinstance(root, ImportRoot) else \
-                f"importing a module raised {root.text}"
-            causes.setdefault(key, Cause(title, "", "", key=key_of(root.text, "", [])))
+            causes.setdefault(key, Cause(root.title, "", "", key=key_of(root.text, "", [])))
         if key is None and c.same_as_declared:
             key = "out-of-range"
             causes.setdefault(key, Cause(

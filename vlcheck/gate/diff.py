@@ -518,9 +518,10 @@ def _md_cell(text: str) -> str:
 def to_markdown(d: Diff) -> str:
     badge = {"SAFE": "✅ SAFE", "REGRESSED": "❌ REGRESSED", "FAILING": "❌ FAILING", "INCONCLUSIVE": "⚠️ INCONCLUSIVE",
              "INCOMPLETE": "⚠️ INCOMPLETE", "CHANGED": "🔎 CHANGED"}[d.verdict]
+    notes = environment_notes(d)
     lines = [f"## vlcheck diff: {badge}", "", _environment_change(d, lambda k, a, b: f"{k} `{a}` → `{b}`"), "",
-             *[f"- {'ℹ️' if line.startswith('code: the same code') else '⚠️'} {line}" for line in environment_notes(d)],
-             *([""] if environment_notes(d) else []),
+             *[f"- {'ℹ️' if line.startswith('code: the same code') else '⚠️'} {line}" for line in notes],
+             *([""] if notes else []),
              VERDICT_TEXT[d.verdict], "", summary(d), ""]
     if d.causes:
         lines += [f"### Causes ({causes_summary(d)})", "",

@@ -6,8 +6,7 @@ said to be."""
 from __future__ import annotations
 
 from vlcheck.core.installed_code import from_json
-
-GATED = ("vllm", "transformers", "torch")
+from vlcheck.core.versions import GATED
 
 
 def _code(env: dict) -> dict:

@@ -111,11 +111,12 @@ def deviations(report: dict) -> list[tuple[str, str, str]]:
 def to_markdown(report: dict) -> str:
     env = report["environment"]
     checks = report["checks"]
+    shadowed = not_its_release(env)
     lines = ["## vlcheck report", "",
              " · ".join(f"{k} `{env.get(k)}`" for k in ("vllm", "transformers", "torch", "python", "gpu")), "",
              *[f"- ⚠️ files installed twice: {line}" for line in env.get("file_clashes") or ()],
-             *[f"- ⚠️ not its release's files: {line}" for line in not_its_release(env)],
-             *([""] if env.get("file_clashes") or not_its_release(env) else []),
+             *[f"- ⚠️ not its release's files: {line}" for line in shadowed],
+             *([""] if env.get("file_clashes") or shadowed else []),
              "| status | count |", "|---|---|"]
     lines += [f"| {s} | {n} |" for s, n in report["summary"].items()]
     lines += ["", "| family | " + " | ".join(checks) + " |", "|---|" + "---|" * len(checks)]

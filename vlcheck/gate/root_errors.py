@@ -47,6 +47,10 @@ class ImportRoot:
         return (f"cannot import name '{self.name}' from '{self.module}'" if self.name
                 else f"No module named '{self.module}'")
 
+    @property
+    def title(self) -> str:
+        return f"a failed import: {self.text}"
+
 
 _IMPORT_TIME = re.compile(r"(?:does not import(?: on this install)?|importing its class raised)[:\s]+"
                           r"(?P<kind>[A-Z]\w*(?:Error|Exception)): (?P<message>[^\n]{1,300})")
@@ -65,6 +69,10 @@ class ImportTimeRoot:
     @property
     def text(self) -> str:
         return f"{self.kind}: {self.message}"
+
+    @property
+    def title(self) -> str:
+        return f"importing a module raised {self.text}"
 
 
 def import_time_root(evidence: str) -> ImportTimeRoot | None:
