@@ -162,8 +162,8 @@ def test_served_configurations_run_first_while_the_family_configs_own_engine_is_
 
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                           "-m", "cpu_engine", "--vlcheck-config", "all", "--vlcheck-family", "qwen2_vl",
-                          "--vlcheck-variant", "single", "tests/configurations/test_configurations.py",
-                          "tests/cache/test_processor_cache.py"], capture_output=True, text=True, check=True).stdout
+                          "--vlcheck-variant", "single", "vlcheck/runners/tier/engine/test_configurations.py",
+                          "vlcheck/runners/tier/engine/test_processor_cache.py"], capture_output=True, text=True, check=True).stdout
     ids = [line for line in out.splitlines() if "::" in line]
     order = [re.search(r"-single-(\w+)\]", i)[1] if "test_configuration[" in i else "engine" for i in ids]
     served = sorted(c.name for c in CONFIGURATIONS.values() if c.served)

@@ -35,7 +35,7 @@ def _served(monkeypatch, handle, shared):
 
     monkeypatch.setattr(engine_server, "start", start)
     monkeypatch.setattr("vlcheck.served.client.Client", Client)
-    monkeypatch.setattr(video_file, "_as_golden", lambda body: body)
+    monkeypatch.setattr(video_file, "as_golden", lambda body: body)
     monkeypatch.setattr("vlcheck.served.requests.chat_messages", lambda *a, **k: [])
     inputs = SimpleNamespace(engine_args={"model": "/m"}, template="t", question="q", clip=SimpleNamespace(url="data:"))
     measured = Measured()

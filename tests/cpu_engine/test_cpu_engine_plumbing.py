@@ -27,7 +27,7 @@ def test_cpu_engine_skips_without_the_cpu_build(monkeypatch, build):
     with pytest.raises(engines.EngineUnavailable) as err:
         engines.EngineCache().get(spec, spec.single, "auto", "cpu")
     assert err.value.skip and "vLLM's CPU build is not installed" in str(err.value)
-    assert "scripts/cpu-engine-env" in str(err.value)
+    assert "vlcheck tier cpu-engine" in str(err.value)
 
 
 def test_gpu_engine_skips_on_the_cpu_build(monkeypatch):
@@ -74,6 +74,7 @@ JUNIT = """<testsuites><testsuite>
 <testcase name="test_repeat_simulation_hit_ratio[cpu-blip-2-single-content-hash]"><failure message="3 hits, expected 4"/></testcase>
 <testcase name="test_vllm_matches_transformers_reference[cpu-qwen2_vl-single]"><skipped type="pytest.xfail" message="declared"/></testcase>
 <testcase name="test_resend_with_none_hits_the_cache[cpu-qwen2_vl-single]"><skipped type="pytest.skip" message="no"/></testcase>
+<testcase name="test_cache_counters[cpu-qwen2_vl-single]"><error message="fixture engine: died"/></testcase>
 <testcase name="test_other[not-a-config]"/>
 </testsuite></testsuites>"""
 
@@ -82,10 +83,22 @@ def test_engine_tier_table_per_family_config():
     rows = engine_tier.rows([JUNIT.encode()])
     assert list(rows) == ["blip-2-single", "qwen2_vl-single"]
     blip, qwen = rows["blip-2-single"], rows["qwen2_vl-single"]
-    assert blip.counts == {"passed": 2, "failed": 1, "xfailed": 0, "skipped": 0} and blip.engine_start_s == "12.5"
+    assert blip.counts == {"passed": 2, "failed": 1, "error": 0, "xfailed": 0, "skipped": 0} and blip.engine_start_s == "12.5"
     assert blip.agreement == "agree" and "3 hits, expected 4" in blip.first_problem
-    assert qwen.counts == {"passed": 0, "failed": 0, "xfailed": 1, "skipped": 1} and qwen.agreement == "declared difference"
-    assert "2 family-configs: 2 passed, 1 failed, 1 xfailed, 1 skipped" in engine_tier.markdown(rows)
+    # an error (a fixture that broke) is its own outcome, as in the GPU tier's table: never a failed assertion
+    assert qwen.counts == {"passed": 0, "failed": 0, "error": 1, "xfailed": 1, "skipped": 1}
+    assert qwen.agreement == "declared difference" and qwen.first_problem == "test_cache_counters: fixture engine: died"
+    assert "2 family-configs: 2 passed, 1 failed, 1 error, 1 xfailed, 1 skipped" in engine_tier.markdown(rows)
+
+
+def test_both_tier_tables_count_one_junit_file_alike(tmp_path):
+    from vlcheck.runners import tier_table
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "qwen2_vl-single.xml").write_text(JUNIT)
+    [gpu_row] = tier_table.rows(tmp_path)
+    totals = {o: sum(r.counts[o] for r in engine_tier.rows([JUNIT.encode()]).values()) for o in gpu_row.counts}
+    assert gpu_row.counts == {**totals, "passed": totals["passed"] + 1}  # the GPU table also counts test_other
 
 
 def _wheel(path: Path, files: dict[str, str]) -> Path:
@@ -115,7 +128,7 @@ def test_env_script_needs_the_pins(tmp_path):
     constraints.write_text("transformers==5.16.1\n")
     done = subprocess.run(["bash", str(REPO / "scripts" / "cpu-engine-env"), str(constraints), str(tmp_path / "v")],
                           capture_output=True, text=True)
-    assert done.returncode == 2 and "no 'vllm==VERSION' line" in done.stderr
+    assert done.returncode == 2 and f"{constraints}: no vllm==VERSION, torch==VERSION line" in done.stderr
     assert not (tmp_path / "v").exists()
 
 

@@ -2,7 +2,7 @@
 processor cache on (as an engine serves by default) and off; a case whose outcomes differ
 records both and counts as the worse. The catalogue's `hostile` check (fact `<variant>.hostile`).
 
-Outcomes (handled / rejected) are locked in `snapshots/test_hostile_cpu/<family>-<variant>.txt`;
+Outcomes (handled / rejected) are locked in `vlcheck/snapshots/test_hostile_cpu/<family>-<variant>.txt`;
 a "broken" outcome fails, unless the spec lists the case under `known_broken`; a listed case
 that no longer breaks fails too, so the entry is removed the day vLLM fixes it.
 """

@@ -1,5 +1,5 @@
 """The transformers reference on CPU: the example's requests on the seeded checkpoint (float32,
-greedy), recomputed and compared with `snapshots/test_reference/<config>.json` within
+greedy), recomputed and compared with `vlcheck/snapshots/test_reference/<config>.json` within
 `reference.LOGPROB_TOLERANCE`; and the output must see the media (input sensitivity)."""
 
 import pytest

@@ -1,5 +1,5 @@
 """Processor fingerprints: the tensors vLLM's processor hands the model, per request shape, one line
-per tensor (`snapshots/test_fingerprints/<config>.txt`): a preprocessing change names its tensor.
+per tensor (`vlcheck/snapshots/test_fingerprints/<config>.txt`): a preprocessing change names its tensor.
 The catalogue's `fingerprints` check (fact `<variant>.fingerprints`)."""
 
 import pytest

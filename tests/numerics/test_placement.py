@@ -1,5 +1,5 @@
 """Where the features land when the question contains the family's placeholder text
-(`snapshots/test_placement/<config>.txt`): as served, the template's placeholder must be the one
+(`vlcheck/snapshots/test_placement/<config>.txt`): as served, the template's placeholder must be the one
 expanded, never the user's. The catalogue's `placement` check (fact `<variant>.placement`)."""
 
 from vlcheck.runners.testing import assert_as_declared, fact_lines, run_check

@@ -93,6 +93,13 @@ def test_the_wheel_holds_the_specs_and_the_durations(wheel):
     assert "vlcheck/runners/gpu_durations.json" in names
     assert {f"vlcheck/pr_gate/templates/{name}" for name in ("action.yml", "workflow.yml", "gitlab-ci.yml")} <= set(names)
     assert "vlcheck/__init__.py" in names
+    # the engine tiers run from an install: their tests, runner, goldens and references ship with it
+    assert {"vlcheck/runners/gpu_tier.sh", "vlcheck/runners/cpu_engine_overrides.txt",
+            "vlcheck/runners/tier/engine/test_generation.py", "vlcheck/runners/tier/engine/test_configurations.py"} <= set(names)
+    shipped = {n.removeprefix("vlcheck/snapshots/") for n in names if n.startswith("vlcheck/snapshots/")}
+    from vlcheck.prompt.snapshots import SNAPSHOT_ROOT
+
+    assert shipped == {str(p.relative_to(SNAPSHOT_ROOT)) for p in SNAPSHOT_ROOT.rglob("*") if p.is_file()}
 
 
 def test_vlcheck_list_runs_from_the_installed_package(installed, tmp_path):
@@ -113,6 +120,25 @@ def test_vlcheck_list_runs_from_the_installed_package(installed, tmp_path):
     assert all(f["spec"].startswith(venv) for f in families), [f["spec"] for f in families][:3]
     table = _run([str(installed / "vlcheck"), "list"], **_outside_checkout(tmp_path))
     assert table.returncode == 0 and f"\n{len(families)} families: " in table.stdout, table.stdout[-300:] + table.stderr
+
+
+def test_the_engine_tiers_run_from_the_installed_package(installed, tmp_path):
+    """`vlcheck tier gpu` without a GPU says so (exit 2); the shipped engine tests collect outside the
+    checkout, against the installed goldens, as `vlcheck tier cpu-engine` runs them."""
+    gpu = _run([str(installed / "vlcheck"), "tier", "gpu", "--family", "qwen2_vl", "--out", str(tmp_path / "gpu-out")],
+               **{**_outside_checkout(tmp_path), "env": {**_outside_checkout(tmp_path)["env"], "CUDA_VISIBLE_DEVICES": "",
+                                                         "PATH": f"{installed}:/usr/bin:/bin"}})
+    assert gpu.returncode == 2 and "no GPU visible" in gpu.stdout, gpu.stdout + gpu.stderr
+    where = _run([str(installed / "python"), "-c", "import os, vlcheck.runners.tier.engine as t; print(os.path.dirname(t.__file__))"],
+                 **_outside_checkout(tmp_path)).stdout.strip()
+    assert where.startswith(str(installed.parent)), where
+    collected = _run([str(installed / "python"), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                      "-m", "cpu_engine", "--vlcheck-family", "qwen2_vl", "--vlcheck-variant", "single", where],
+                     **_outside_checkout(tmp_path))
+    ids = [line for line in collected.stdout.splitlines() if "::" in line]
+    assert collected.returncode == 0 and ids, collected.stdout[-2000:] + collected.stderr[-2000:]
+    assert all(line.startswith("vlcheck/runners/tier/engine/") or "/vlcheck/runners/tier/engine/" in line for line in ids), ids[:3]
+    assert any("test_greedy_outputs_match_golden[cpu-qwen2_vl-single]" in line for line in ids), ids
 
 
 def declared_version() -> str:
@@ -189,7 +215,13 @@ def test_a_new_user_gates_their_own_model_from_the_wheel(installed, fine_tune, r
     per_config = [name for name, c in CATALOGUE.items() if c.run is not None]
     for check in per_config:
         assert f"PASSED test_tier.py::test_cpu_check[my_qwen_ft-single-{check}]" in tier.stdout, tier.stdout[-3000:]
-    assert re.search(rf"{len(per_config)} passed, 3 deselected", tier.stdout), tier.stdout[-500:]
+    # the shipped engine tests come along; without vLLM's CPU build installed they skip, saying so
+    counted = re.search(rf"{len(per_config)} passed, (\d+) skipped, \d+ deselected", tier.stdout)
+    assert counted, tier.stdout[-500:]
+    skips = [line for line in tier.stdout.splitlines() if line.startswith("SKIPPED")]
+    # (each says why: vLLM's CPU build missing, or an option such as --vlcheck-config not given)
+    assert skips and all("/tier/engine/" in line for line in skips), [line for line in skips if "/tier/engine/" not in line]
+    assert any("`vlcheck tier cpu-engine` makes an environment" in line for line in skips), skips
     helped = _run([python, "-m", "pytest", "--help"], **where)
     assert "vlcheck: conformance of vision-language models served by vLLM" in helped.stdout
     assert "--vlcheck-specs=DIR" in helped.stdout and "vlcheck_specs (paths)" in helped.stdout

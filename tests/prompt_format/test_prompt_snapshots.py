@@ -1,4 +1,4 @@
-"""Every family's prompts, locked down in `snapshots/test_prompt_snapshots/<family>.txt` (with
+"""Every family's prompts, locked down in `vlcheck/snapshots/test_prompt_snapshots/<family>.txt` (with
 --vlcheck-baseline: the baseline's `spec` cell, fact `prompts`)."""
 
 from vlcheck.runners.testing import baseline_of

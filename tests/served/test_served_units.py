@@ -14,11 +14,31 @@ from vlcheck.spec.registry import get_family
 def test_engine_args_become_the_flags_a_user_types():
     assert flag("max_model_len", 4096) == ["--max-model-len", "4096"]
     assert flag("enforce_eager", True) == ["--enforce-eager"]
-    assert flag("trust_remote_code", False) == ["--no-trust-remote-code"]
+    assert flag("enable_prefix_caching", False) == ["--no-enable-prefix-caching"]  # on by default
+    assert flag("disable_log_stats", False) == []  # vLLM's default, and a store_true without --no-
+    assert flag("cuda_graph_sizes", [1, 2]) == ["--cuda-graph-sizes", "1", "2"]
     assert flag("mm_processor_kwargs", {"min_pixels": 784}) == ["--mm-processor-kwargs", '{"min_pixels": 784}']
     spec = get_family("qwen2_vl")
     assert serve_limit(spec.single) == {"image": 1, "video": 1}  # one server takes both modalities
     assert serve_limit(spec.multi_image) == {"image": 2}
+
+
+def test_every_engine_arg_vlcheck_serves_reads_back_the_same_through_vllms_own_parser():
+    # the served engines and the render server write their flags with one writer; a False dropped
+    # there served prefix caching while the offline engine ran without it
+    from vlcheck.adapter.render_server import cpu_platform
+    from vlcheck.adapter.serve_args import _parser
+    from vlcheck.configurations.registry import CONFIGURATIONS
+    from vlcheck.engine.engines import TEST_ENGINE_ARGS
+    from vlcheck.engine.serve_flags import flags
+
+    args = {**TEST_ENGINE_ARGS, "enable_prefix_caching": False, "enable_chunked_prefill": False,
+            "limit_mm_per_prompt": {"image": 2}, "max_model_len": 4096}
+    for configuration in CONFIGURATIONS.values():
+        args.update(configuration.engine_args)
+    with cpu_platform():
+        parsed = vars(_parser().parse_args(["serve", "m", *flags(args)]))
+    assert {k: parsed[k] for k in args} == args
 
 
 def test_a_5xx_a_hang_and_an_unexpected_200_are_failures():
@@ -88,7 +108,7 @@ def test_a_long_metrics_page_comes_back_whole():
     page = ("# filler\n" * 5000 + 'vllm:mm_cache_hits_total{engine="0",model_name="m"} 1.0\n').encode()
 
     class Metrics(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
+        def do_GET(self):
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Length", str(len(page)))

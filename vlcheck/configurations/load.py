@@ -36,6 +36,7 @@ from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import Configuration
 from vlcheck.core import media
 from vlcheck.engine import goldens
+from vlcheck.engine.served_answer import as_golden
 from vlcheck.spec.schema import FamilySpec, Variant
 
 NEW_TOKENS = 6
@@ -145,21 +146,6 @@ class Answer:
 def short(message: str) -> str:
     lines = (message or "").strip().splitlines()
     return lines[0][:MESSAGE_CHARS] if lines else ""
-
-
-def token_id(token: str) -> int:
-    return int(token.rpartition(":")[2])  # "token_id:123" (return_tokens_as_token_ids)
-
-
-def as_golden(body: dict[str, Any]) -> dict[str, Any]:
-    """A chat completion (logprobs with `return_tokens_as_token_ids`) in `goldens`' form."""
-    choice = body["choices"][0]
-    content = (choice.get("logprobs") or {}).get("content") or []
-    return {"prompt_tokens": body["usage"]["prompt_tokens"],
-            "token_ids": [token_id(c["token"]) for c in content],
-            "top_logprobs": [{str(token_id(t["token"])): round(float(t["logprob"]), goldens.LOGPROB_DECIMALS)
-                              for t in c["top_logprobs"]} for c in content],
-            "text": choice["message"].get("content") or ""}
 
 
 def answer_of(reply) -> Answer:
@@ -387,7 +373,8 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     if "image" not in variant.modalities:
         return Measured(not_exercised=f"the {variant.kind} example takes no images (it takes "
                                       f"{', '.join(variant.modalities)}): the load check evicts and reuses images")
-    from vlcheck.engine import engine_server as api_server, engines
+    from vlcheck.engine import engine_server as api_server
+    from vlcheck.engine import engines
     from vlcheck.prompt.templates import TemplateUnavailable, resolve
 
     try:

@@ -26,6 +26,7 @@ from vlcheck.adapter.video import video_loader
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import Configuration
 from vlcheck.core import video_files
+from vlcheck.engine.served_answer import as_golden
 from vlcheck.spec.schema import FamilySpec, Variant
 
 NEW_TOKENS = 8
@@ -77,7 +78,7 @@ def _offline_or_rejection(handle, inputs: Inputs, measured: Measured) -> Offline
 
     try:
         offline = _offline(handle, inputs)
-    except Exception as err:  # noqa: BLE001 - vLLM's rejection is a finding, vlcheck's own error is raised
+    except Exception as err:
         if raised_by(err) == "vlcheck":
             raise
         message = str(err).splitlines()[0][:300] if str(err) else ""
@@ -181,28 +182,15 @@ def _served(handle, variant: Variant, inputs: Inputs, measured: Measured, shared
         if own:
             server.stop()
     measured.facts["server"] = "its own" if own else "the engine's own (shared with the served checks)"
-    return _as_golden(reply.body)
-
-
-def _token_id(token: str) -> int:
-    return int(token.rpartition(":")[2])  # "token_id:123"
-
-
-def _as_golden(body: dict) -> dict:
-    from vlcheck.engine.goldens import LOGPROB_DECIMALS
-
-    content = body["choices"][0]["logprobs"]["content"]
-    return {"prompt_tokens": body["usage"]["prompt_tokens"], "prompt_token_ids": body.get("prompt_token_ids"),
-            "token_ids": [_token_id(c["token"]) for c in content],
-            "top_logprobs": [{str(_token_id(t["token"])): round(t["logprob"], LOGPROB_DECIMALS)
-                              for t in c["top_logprobs"]} for c in content]}
+    return as_golden(reply.body)
 
 
 def _compare(served: dict, offline: Offline, measured: Measured) -> None:
     from vlcheck.engine import goldens
 
-    served_ids = served.pop("prompt_token_ids")
-    answer = {k: v for k, v in offline.answer.items() if k != "text"}  # the served side keeps no text
+    served_ids = served.pop("prompt_token_ids", None)
+    served.pop("text")  # compared as tokens: the offline side decodes the frames itself
+    answer = {k: v for k, v in offline.answer.items() if k != "text"}
     measured.facts["prompt_tokens"] = {"served": served["prompt_tokens"], "offline": answer["prompt_tokens"]}
     measured.proof["served_prompt_tokens"] = served["prompt_tokens"]
     if served["prompt_tokens"] != answer["prompt_tokens"]:

@@ -22,9 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from vlcheck.engine.serve_flags import SERVED_NAME, flags
-from vlcheck.served.server import Server, ServerFailed, free_port, log_tail, start_command
+from vlcheck.served.server import (
+    Server,
+    ServerFailed,
+    free_port,
+    log_tail,
+    start_command,
+)
 
-__all__ = ["READY_TIMEOUT_S", "SERVED_NAME", "EngineServer", "ServerFailed", "as_golden", "command", "flags",
+__all__ = ["READY_TIMEOUT_S", "SERVED_NAME", "EngineServer", "ServerFailed", "command", "flags",
            "metric", "start"]
 
 READY_TIMEOUT_S = 420.0
@@ -128,16 +134,3 @@ def metric(metrics_text: str, name: str) -> float:
         if m:
             total += float(m.group(1))
     return total
-
-
-def as_golden(choice: Any, prompt_tokens: int) -> dict[str, Any]:
-    """An OpenAI chat choice (the `openai` client's, logprobs requested with
-    `return_tokens_as_token_ids`) in goldens' form: {prompt_tokens, token_ids, top_logprobs: [{id: logprob}]}."""
-    def token_id(token: str) -> int:
-        return int(token.rpartition(":")[2])  # "token_id:123"
-
-    content = choice.logprobs.content or []
-    return {"prompt_tokens": prompt_tokens,
-            "token_ids": [token_id(t.token) for t in content],
-            "top_logprobs": [{str(token_id(top.token)): round(float(top.logprob), 4) for top in t.top_logprobs}
-                             for t in content]}

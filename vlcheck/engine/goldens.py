@@ -70,8 +70,10 @@ def environment(dtype: str, model_dir: str | Path | None = None) -> dict[str, st
 
     from vlcheck.core.versions import installed
 
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    now = {"vllm": installed()["vllm"] or "?", "torch": torch.__version__, "gpu": gpu, "dtype": dtype}
+    from vlcheck.core.devices import gpu_name
+
+    # a golden names its machine: the stored goldens of vLLM's CPU build (and their noise) say "cpu"
+    now = {"vllm": installed()["vllm"] or "?", "torch": torch.__version__, "gpu": gpu_name() or "cpu", "dtype": dtype}
     if model_dir is not None:
         now["checkpoint"] = checkpoint_fingerprint(model_dir)
     return now

@@ -96,7 +96,7 @@ def plan(spec: FamilySpec, variant: Variant, heads: int = TP_READY_HEADS) -> Ten
 
 
 COMPARED_AND_DIFFERED = "differs from TP=1 beyond numeric noise"
-"""The comparison's own assertion (tests/gpu_generation/test_tensor_parallel.py); any other failure
+"""The comparison's own assertion (vlcheck/runners/tier/engine/test_tensor_parallel.py); any other failure
 means the outputs were never compared."""
 
 

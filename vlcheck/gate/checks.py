@@ -344,9 +344,9 @@ def _cache(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
 
 
 GPU_CATALOGUE: dict[str, Check] = {c.name: c for c in (
-    Check("generation", _generation, "tests/gpu_generation/test_generation.py::test_requests_complete_with_processor_token_counts",
+    Check("generation", _generation, "vlcheck/runners/tier/engine/test_generation.py::test_requests_complete_with_processor_token_counts",
           informational=("engine_start_s", "weights"), engine=True),
-    Check("cache", _cache, "tests/cache/test_processor_cache.py::test_resend_with_list_of_none_hits_the_cache", engine=True),
+    Check("cache", _cache, "vlcheck/runners/tier/engine/test_processor_cache.py::test_resend_with_list_of_none_hits_the_cache", engine=True),
 )}
 """The checks that need a live engine (`vlcheck check --gpu`), sharing one engine per family-config."""
 
@@ -364,7 +364,7 @@ def _engine_informational() -> tuple[str, ...]:
 
 
 CPU_ENGINE_CATALOGUE: dict[str, Check] = {c.name: c for c in (
-    Check("cpu_engine", _cpu_engine, "tests/cpu_engine/test_engine_facts.py::test_engine_facts_as_reported",
+    Check("cpu_engine", _cpu_engine, "vlcheck/runners/tier/engine/test_engine_facts.py::test_engine_facts_as_reported",
           informational=_engine_informational(), engine=True),
 )}
 """The engine tier on vLLM's CPU build as one cell (`vlcheck check --cpu-engine`): generation, goldens,
@@ -379,7 +379,7 @@ def configuration_check(config, platform: str) -> Check:
     from vlcheck.configurations.outcome import INFORMATIONAL
 
     return Check(config.check_name(platform), functools.partial(run, config),
-                 "tests/configurations/test_configurations.py::test_configuration", informational=INFORMATIONAL,
+                 "vlcheck/runners/tier/engine/test_configurations.py::test_configuration", informational=INFORMATIONAL,
                  engine=True, engine_overrides=engine_overrides(config))
 
 
@@ -414,12 +414,10 @@ class Engines:
 
     def identity(self) -> dict[str, Any]:
         """What of the engine a stored cell depends on: platform, weights, and the GPU's name."""
-        gpu = None
-        if self.platform == "gpu":
-            import torch
+        from vlcheck.core.devices import gpu_name
 
-            gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-        return {"platform": self.platform, "weights": self.weights, "gpu": gpu}
+        return {"platform": self.platform, "weights": self.weights,
+                "gpu": gpu_name() if self.platform == "gpu" else None}
 
     def run(self, check: Check, spec: FamilySpec, variant: Variant) -> CheckResult:
         from vlcheck.engine.engines import EngineUnavailable

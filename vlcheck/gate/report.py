@@ -50,12 +50,9 @@ def environment(adapter_description: dict[str, str] | None = None) -> dict[str, 
         env["file_clashes"] = [c.line() for c in installed_file_clashes()]
     except Exception as err:  # noqa: BLE001 - a malformed RECORD must not cost the report
         env["file_clashes"] = [f"(the installed distributions' file lists could not be read: {type(err).__name__}: {err})"]
-    try:
-        import torch
+    from vlcheck.core.devices import gpu_name
 
-        env["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    except Exception:
-        env["gpu"] = None
+    env["gpu"] = gpu_name()
     return env
 
 

@@ -73,7 +73,7 @@ def _named(key: str, value) -> list[tuple[str, object]]:
 
 def fingerprints_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     """The catalogue's `fingerprints` check: the tensors of every request shape as fact
-    `<variant>.fingerprints` (the lines of `snapshots/test_fingerprints/`). It passes when vLLM's
+    `<variant>.fingerprints` (the lines of `vlcheck/snapshots/test_fingerprints/`). It passes when vLLM's
     processor produced them; what they are is compared by `vlcheck diff` and the snapshots."""
     from vlcheck import adapter
     from vlcheck.checkpoints.folders import model_files

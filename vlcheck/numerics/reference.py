@@ -1,9 +1,9 @@
 """A transformers reference for each family-config: the example's requests run by transformers on
 CPU (float32, greedy) over the seeded synthetic checkpoint, and whether the output sees the input.
 
-The same requests go to vLLM on the GPU tier (`tests/gpu_generation/test_vllm_vs_transformers.py`), which
+The same requests go to vLLM on the GPU tier (`vlcheck/runners/tier/engine/test_vllm_vs_transformers.py`), which
 compares its outputs with this reference by vLLM's own rule (`goldens.compare`). On CPU the
-reference is recomputed and compared with the stored one (`snapshots/test_reference/`), which
+reference is recomputed and compared with the stored one (`vlcheck/snapshots/test_reference/`), which
 catches transformers-side numerical drift on a machine without a GPU.
 
 Input sensitivity: the first generated token's top-5 logprobs must move when the media change

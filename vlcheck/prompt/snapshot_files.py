@@ -9,7 +9,7 @@ from vlcheck.prompt.snapshots import SNAPSHOT_ROOT
 
 
 class FamilySnapshot(SingleFileSnapshotExtension):
-    """One text file per parametrized test case: `snapshots/<test file>/<param id>.txt`."""
+    """One text file per parametrized test case: `vlcheck/snapshots/<test file>/<param id>.txt`."""
 
     _write_mode = WriteMode.TEXT
     file_extension = "txt"

@@ -1,6 +1,7 @@
 """Snapshot storage and the readable text documents stored in it.
 
-Snapshots live under the top-level `snapshots/<test file>/<family>.txt`, one plain-text file per
+Snapshots live in the package, `vlcheck/snapshots/<test file>/<family>.txt` (so an installed vlcheck
+holds the goldens and references it is checked against), one plain-text file per
 family and check, so a reviewer reads a prompt change as a line diff. Prompts are written as JSON
 string literals: every newline, tab and trailing space is visible and nothing is ambiguous.
 """
@@ -13,8 +14,9 @@ from pathlib import Path
 from vlcheck.prompt.render import NUM_PROMPTS, default_questions, messages, render_prompt, request_prompts
 from vlcheck.spec.schema import FamilySpec, Variant
 
-SNAPSHOT_ROOT = Path(__file__).resolve().parents[2] / "snapshots"
-"""This checkout's snapshots (syrupy's storage of them: `snapshot_files.FamilySnapshot`)."""
+SNAPSHOT_ROOT = Path(__file__).resolve().parents[1] / "snapshots"
+"""The snapshots, goldens and references shipped with this vlcheck (syrupy's storage of them:
+`snapshot_files.FamilySnapshot`)."""
 
 
 def quote(text: str) -> str:

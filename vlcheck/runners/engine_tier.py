@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 import sys
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from vlcheck.runners import junit
+from vlcheck.runners.junit import OUTCOMES
 
 CONFIG = re.compile(r"\[(?:cpu|gpu)-(.+?-(?:single|multi_image))(?:-|\])")
 """A test id's family-config: `test_x[cpu-blip-2-single]`, `test_y[cpu-aria-multi_image-content-hash]`."""
@@ -22,59 +24,43 @@ START_PROPERTY = "engine_start_s"
 @dataclass
 class ConfigRow:
     config: str
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("passed", "failed", "xfailed", "skipped"), 0))
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     engine_start_s: str = "-"
     agreement: str = "-"
     first_problem: str = ""
 
 
-def outcome(case: ET.Element) -> tuple[str, str]:
-    """(passed|failed|xfailed|skipped, message) of one testcase (an error counts as failed)."""
-    for tag in ("failure", "error", "skipped"):
-        found = case.find(tag)
-        if found is not None:
-            message = (found.get("message") or found.text or "").strip().splitlines()
-            first = message[0][:160] if message else ""
-            if tag == "skipped":
-                return ("xfailed" if found.get("type") == "pytest.xfail" else "skipped"), first
-            return "failed", first
-    return "passed", ""
-
-
 def rows(documents: list[bytes]) -> dict[str, ConfigRow]:
     table: dict[str, ConfigRow] = {}
     for document in documents:
-        for case in ET.fromstring(document).iter("testcase"):
-            name = case.get("name", "")
-            found = CONFIG.search(name)
+        for case in junit.cases(document):
+            found = CONFIG.search(case.name)
             if found is None:
                 continue
             config = found.group(1)
             row = table.setdefault(config, ConfigRow(config))
-            result, message = outcome(case)
-            row.counts[result] += 1
-            if result == "failed" and not row.first_problem:
-                row.first_problem = f"{name.split('[')[0]}: {message}"
-            props = {p.get("name"): p.get("value") for p in case.iter("property")}
-            if START_PROPERTY in props:
-                row.engine_start_s = props[START_PROPERTY]
-            if name.startswith(AGREEMENT_TEST + "["):
-                row.agreement = {"passed": "agree", "failed": "DIFFER", "xfailed": "declared difference",
-                                 "skipped": f"not compared ({message[:70]})"}[result]
+            row.counts[case.outcome] += 1
+            if case.outcome in ("failed", "error") and not row.first_problem:
+                row.first_problem = f"{case.name.split('[')[0]}: {case.message}"
+            if START_PROPERTY in case.properties:
+                row.engine_start_s = case.properties[START_PROPERTY]
+            if case.name.startswith(AGREEMENT_TEST + "["):
+                row.agreement = {"passed": "agree", "failed": "DIFFER", "error": "not compared (error)",
+                                 "xfailed": "declared difference",
+                                 "skipped": f"not compared ({case.message[:70]})"}[case.outcome]
     return dict(sorted(table.items()))
 
 
 def markdown(table: dict[str, ConfigRow]) -> str:
-    lines = ["| family-config | engine start (s) | passed | failed | xfailed | skipped | vLLM vs transformers | first failure |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| family-config | engine start (s) | " + " | ".join(OUTCOMES) + " | vLLM vs transformers | first failure |",
+             "|---|---|" + "---|" * len(OUTCOMES) + "---|---|"]
     for r in table.values():
-        c = r.counts
-        lines.append(f"| {r.config} | {r.engine_start_s} | {c['passed']} | {c['failed']} | {c['xfailed']} | "
-                     f"{c['skipped']} | {r.agreement} | {r.first_problem.replace('|', '/')} |")
-    total = {k: sum(r.counts[k] for r in table.values()) for k in ("passed", "failed", "xfailed", "skipped")}
+        lines.append(f"| {r.config} | {r.engine_start_s} | " + " | ".join(str(r.counts[o]) for o in OUTCOMES)
+                     + f" | {r.agreement} | {r.first_problem.replace('|', '/')} |")
+    total = {o: sum(r.counts[o] for r in table.values()) for o in OUTCOMES}
     agree = sum(r.agreement == "agree" for r in table.values())
-    lines.append(f"\n{len(table)} family-configs: {total['passed']} passed, {total['failed']} failed, "
-                 f"{total['xfailed']} xfailed, {total['skipped']} skipped; vLLM agrees with transformers on {agree}")
+    lines.append(f"\n{len(table)} family-configs: " + ", ".join(f"{total[o]} {o}" for o in OUTCOMES)
+                 + f"; vLLM agrees with transformers on {agree}")
     return "\n".join(lines)
 
 
@@ -88,24 +74,22 @@ def configuration_cells(documents: list[bytes]) -> dict[str, dict[str, str]]:
 
     table: dict[str, dict[str, str]] = {}
     for document in documents:
-        for case in ET.fromstring(document).iter("testcase"):
-            name = case.get("name", "")
-            found = CONFIG.search(name)
-            if not name.startswith(CONFIGURATION_TEST + "[") or found is None:
+        for case in junit.cases(document):
+            found = CONFIG.search(case.name)
+            if not case.name.startswith(CONFIGURATION_TEST + "[") or found is None:
                 continue
-            configuration = name[found.end():].rstrip("]") or "?"
-            result, message = outcome(case)
-            props = {p.get("name"): p.get("value") for p in case.iter("property")}
-            if result == "skipped" and "no engine configuration selected" in message:
+            configuration = case.name[found.end():].rstrip("]") or "?"
+            if case.outcome == "skipped" and "no engine configuration selected" in case.message:
                 continue
-            proof = props.get("proof")
+            proof = case.properties.get("proof")
             try:
                 proof = json.loads(proof) if proof else None
             except ValueError:
                 pass
             shown = ", ".join(f"{k} {v}" for k, v in proof.items()) if isinstance(proof, dict) else ""
-            word = {"passed": "pass", "failed": "FAIL", "xfailed": "declared", "skipped": "skip"}[result]
-            why = _why(message, configuration, found.group(1))[:110] if result != "passed" else ""
+            word = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "xfailed": "declared",
+                    "skipped": "skip"}[case.outcome]
+            why = _why(case.message, configuration, found.group(1))[:110] if case.outcome != "passed" else ""
             table.setdefault(found.group(1), {})[configuration] = " ".join(x for x in (word, f"({shown})" if shown else "", why) if x)
     return dict(sorted(table.items()))
 
@@ -135,24 +119,6 @@ def configuration_markdown(table: dict[str, dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
-    if not paths:
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    documents = [p.read_bytes() for p in paths if p.exists()]
-    print(markdown(rows(documents)))
-    configurations = configuration_markdown(configuration_cells(documents))
-    if configurations:
-        print("\nEngine configurations (tests/configurations/): pass with the proof that the path ran, or why not\n")
-        print(configurations)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 def write_engine_report(path: str, cells: dict, shard=None) -> None:
     """The engine tier's report cells (check name -> family -> {variant kind: CheckResult}) as a
     vlcheck report of those checks: the input of `vlcheck diff` (and of `vlcheck merge` for shards)."""
@@ -177,3 +143,22 @@ def write_engine_report(path: str, cells: dict, shard=None) -> None:
     if shard is not None:
         rep["shard"] = str(shard)
     Path(path).write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
+    if not paths:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    documents = [p.read_bytes() for p in paths if p.exists()]
+    print(markdown(rows(documents)))
+    configurations = configuration_markdown(configuration_cells(documents))
+    if configurations:
+        print("\nEngine configurations (tests/configurations/): pass with the proof that the path ran, or why not\n")
+        print(configurations)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

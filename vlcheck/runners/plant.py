@@ -1,0 +1,87 @@
+"""Plant a known defect in the installed vLLM, to show which tests catch it; then undo it.
+
+    vlcheck plant projector             # every family's projector output x 1.01
+    vlcheck plant projector:gemma3      # one family's
+    vlcheck plant compiled-only         # Qwen2's decoder layers x 1.01 under torch.compile only
+    vlcheck plant --undo                # restore every planted file
+    vlcheck plant --list
+
+A test suite's claim to catch a regression is measured, not assumed: plant, run the tier, read
+which tests failed, undo. Each plant edits one line of vLLM's source (the original is kept beside
+it as `<file>.vlcheck-orig`) and fails, naming the file and line, where the installed vLLM no
+longer has that line: the plants are written against vLLM 0.24.0 (the reference).
+- `projector:<family>`: the vision features x 1.01 after the family's projector (qwen2_vl's and
+  qwen2_5_vl's merger, llava's and gemma3's multi_modal_projector, idefics3's connector): the size
+  of change a release that touches a projector makes, which the goldens must not let through.
+- `compiled-only`: Qwen2's decoder layer output x 1.01 where torch.compile traces it
+  (`torch.compiler.is_compiling()`), so an eager engine never runs it: only the `compiled`
+  configuration can catch it (qwen2_vl, qwen2_5_vl, llava-onevision: Qwen2 language models).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ORIG = ".vlcheck-orig"
+PROJECTOR = {
+    "qwen2_vl": ("qwen2_vl.py", ["        x = self.merger(x)\n"]),
+    "qwen2_5_vl": ("qwen2_5_vl.py", ["        hidden_states = self.merger(hidden_states)\n"]),
+    "llava": ("llava.py", ["            return self.multi_modal_projector(image_features)\n",
+                           "        image_embeds = self.multi_modal_projector(torch.cat(image_features))\n"]),
+    "gemma3": ("gemma3_mm.py", ["        image_embeds = self.multi_modal_projector(image_features)\n"]),
+    "idefics3": ("idefics3.py", ["        image_features = self.model.connector(image_features)\n"]),
+}
+COMPILED_ONLY = ("qwen2.py", "        hidden_states = self.mlp(hidden_states)\n        return hidden_states, residual\n",
+                 "        hidden_states = self.mlp(hidden_states)\n"
+                 "        if torch.compiler.is_compiling():  # vlcheck plant: compiled only\n"
+                 "            hidden_states = hidden_states * 1.01\n"
+                 "        return hidden_states, residual\n")
+
+
+class PlantError(RuntimeError):
+    """The plant cannot be made here: the message names the file and line, or the unknown plant."""
+
+
+def models_dir() -> Path:
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        raise PlantError("vllm is not installed in this Python")
+    return Path(list(spec.submodule_search_locations)[0]) / "model_executor" / "models"
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    if old not in text:
+        raise PlantError(f"{path}: the line to plant in is not there ({old.strip()!r}): written against vLLM 0.24.0")
+    backup = path.with_name(path.name + ORIG)
+    if not backup.exists():
+        backup.write_text(text)
+    path.write_text(text.replace(old, new))
+    print(f"planted in {path}: {new.strip()!r}")
+
+
+def plant(name: str, models: Path) -> None:
+    if name == "compiled-only":
+        file, old, new = COMPILED_ONLY
+        edit(models / file, old, new)
+        return
+    kind, _, family = name.partition(":")
+    if kind != "projector" or (family and family not in PROJECTOR):
+        raise PlantError(f"unknown plant {name!r}: `vlcheck plant --list` names them")
+    for fam in [family] if family else list(PROJECTOR):
+        file, lines = PROJECTOR[fam]
+        for line in lines:
+            edit(models / file, line, line.rstrip("\n") + " * 1.01  # vlcheck plant: projector 1%\n")
+
+
+def undo(models: Path) -> None:
+    for backup in sorted(models.glob(f"*{ORIG}")):
+        target = backup.with_name(backup.name[: -len(ORIG)])
+        target.write_text(backup.read_text())
+        backup.unlink()
+        print(f"restored {target}")
+
+
+def listing() -> list[str]:
+    return [f"projector:{f}  ({file})" for f, (file, _) in PROJECTOR.items()] + [f"compiled-only  ({COMPILED_ONLY[0]})"]
