@@ -1,29 +1,30 @@
 """The catalogue's contract (`vlcheck/gate/checks.py`): every check names the pytest test that runs
 it per family-config, and that test runs it through `runners.testing.run_check`, so `vlcheck check`,
-`vlcheck diff` and the pytest tier see the same function, declarations and facts."""
+`vlcheck diff` and the pytest tier see the same function, declarations and facts. An engine check
+is its shipped test (`vlcheck/runners/tier/engine/`), whose outcome is the cell for every runner
+(`runners/engine_cells.py`): `vlcheck check --gpu` runs that tier (`runners/engine_run.py`)."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-from vlcheck.gate.checks import CATALOGUE, GPU_CATALOGUE
+from vlcheck.gate.checks import CATALOGUE
 from vlcheck.spec.schema import CHECKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("check", [*CATALOGUE.values(), *GPU_CATALOGUE.values()], ids=lambda c: c.name)
+@pytest.mark.parametrize("check", list(CATALOGUE.values()), ids=lambda c: c.name)
 def test_every_check_names_its_test(check):
     path, _, name = check.test.partition("::")
     source = (ROOT / path).read_text()
     assert re.search(rf"^def {name}\(", source, re.M), f"{check.name}: {check.test} does not exist"
-    if not check.engine:  # the GPU tests predate the catalogue: they call the same gpu/ functions
-        body = source.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
-        assert f'run_check(request, "{check.name}"' in body, f"{check.test} does not run the catalogue's {check.name}"
+    body = source.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
+    assert f'run_check(request, "{check.name}"' in body, f"{check.test} does not run the catalogue's {check.name}"
 
 
-@pytest.mark.parametrize("check", [*CATALOGUE.values(), *GPU_CATALOGUE.values()], ids=lambda c: c.name)
+@pytest.mark.parametrize("check", list(CATALOGUE.values()), ids=lambda c: c.name)
 def test_declarations_of_every_check_can_be_written(check):
     """A spec can declare a deviation of it (spec.schema.CHECKS), or of the check it is declared as;
     `spec` (the spec itself) and `hostile` (its own `known_broken` per case) have no deviation."""
@@ -33,7 +34,43 @@ def test_declarations_of_every_check_can_be_written(check):
 
 
 def test_names_are_unique_and_the_runs_are_there():
-    names = [*CATALOGUE, *GPU_CATALOGUE]
+    names = list(CATALOGUE)
     assert len(names) == len(set(names))
-    for check in [*CATALOGUE.values(), *GPU_CATALOGUE.values()]:
+    for check in list(CATALOGUE.values()):
         assert (check.run is None) == (check.per_family is not None), check.name
+
+
+ENGINE_TESTS = ROOT / "vlcheck" / "runners" / "tier" / "engine"
+
+
+def _engine_cells(tmp_path, runner: list[str]) -> dict:
+    """The engine cells of qwen2_vl from `runner` (a command writing a report to tmp_path/r.json)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "VLCHECK_STORE": "none"}
+    done = subprocess.run([sys.executable, *runner], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert (tmp_path / "r.json").exists(), done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    return {check: {k: (v["status"], v["reason"]) for k, v in cell["variants"].items()}
+            for check, cell in report["families"]["qwen2_vl"]["checks"].items() if "." in check}
+
+
+def test_every_engine_test_is_a_cell_and_check_gpu_gives_pytests_cells(tmp_path):
+    """One definition: `pytest -m gpu` and `vlcheck check --gpu` give qwen2_vl the same engine cells,
+    one per engine test, named after it (on a machine without a GPU every one skips, saying why)."""
+    pytest.importorskip("vllm")
+    from_pytest = _engine_cells(tmp_path, ["-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+                                           "--vlcheck-family", "qwen2_vl", "--vlcheck-engine-report",
+                                           str(tmp_path / "r.json"), str(ENGINE_TESTS)])
+    (tmp_path / "r.json").unlink()
+    from_check = _engine_cells(tmp_path, ["-m", "vlcheck.cli", "check", "--gpu", "--check", "none", "--family",
+                                          "qwen2_vl", "--json", str(tmp_path / "r.json")])
+    assert from_check == from_pytest
+    tests = {m for f in ENGINE_TESTS.glob("test_*.py")
+             for m in re.findall(r"^def (test_\w+)\(\s*family, variant", f.read_text(), re.M)}
+    own = {"test_configuration", "test_engine_facts_as_reported"}  # each writes its own, richer cell
+    named = {c.split("[")[0].removeprefix("engine.") for c in from_pytest}
+    assert named == {t.removeprefix("test_") for t in tests - own}, sorted(named ^ {t.removeprefix("test_") for t in tests - own})

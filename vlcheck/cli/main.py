@@ -255,8 +255,7 @@ def cmd_check(args) -> int:
     from vlcheck.core.results import Status
     from vlcheck.gate import report
     from vlcheck.configurations.registry import UnknownConfiguration
-    from vlcheck.gate.checks import (configuration_checks, cpu_checks, cpu_engine_checks, gpu_checks, informational_facts,
-                                     run_checks, tolerances, unloadable)
+    from vlcheck.gate.checks import cpu_checks, informational_facts, run_checks, tolerances, unloadable
     from vlcheck.adapter import describe as describe_adapter
     from vlcheck.gate.store import configured as configured_store
 
@@ -269,7 +268,6 @@ def cmd_check(args) -> int:
         families = {s.name: s for s in select(families.values(), args.shard)}
         broken = broken if args.shard.index == 1 else {}
     checks = cpu_checks(args.check) if args.check != ["none"] else {}
-    engines = None
     if args.gpu and args.cpu_engine:
         print("--gpu and --cpu-engine: one engine platform per run (each build is its own environment)", file=sys.stderr)
         return 2
@@ -277,11 +275,11 @@ def cmd_check(args) -> int:
         print("--config: engine configurations run on an engine platform: add --cpu-engine (vLLM's CPU build) or --gpu",
               file=sys.stderr)
         return 2
-    if args.gpu or args.cpu_engine:
-        extra, engines = gpu_checks(args.weights) if args.gpu else cpu_engine_checks(args.weights)
-        checks.update(extra)
+    if args.config:
+        from vlcheck.configurations.registry import select
+
         try:
-            checks.update(configuration_checks(args.config, "gpu" if args.gpu else "cpu"))
+            select(args.config, "gpu" if args.gpu else "cpu")
         except UnknownConfiguration as err:
             print(f"--config: {err}", file=sys.stderr)
             return 2
@@ -296,7 +294,7 @@ def cmd_check(args) -> int:
         elif check == next(iter(checks)):
             print(line, file=sys.stderr, flush=True)
 
-    jobs = 1 if args.gpu or args.cpu_engine else (args.jobs or os.cpu_count() or 1)  # engines: one at a time
+    jobs = args.jobs or os.cpu_count() or 1
 
     def ahead(specs, check: str) -> None:
         if check == "served" and (jobs == 1 or len(specs) == 1):  # one render server per family-config, started side by side ahead
@@ -307,28 +305,36 @@ def cmd_check(args) -> int:
     store = configured_store(args.store, args.fresh)
     began = time.monotonic()
     described: dict[str, Any] = {}
-    try:
-        seconds: dict[tuple[str, str], float] = {}
-        adapter_key = store.fact_key("vllm_adapter", "vlcheck.adapter", "describe") if store is not None else None
-        stored = store.get_fact(adapter_key) if adapter_key is not None else None
-        if stored is not None:
-            described["vllm_adapter"] = stored
-        results = run_checks(families.values(), checks, engines, progress, jobs=jobs, store=store, ahead=ahead,
-                             seconds=seconds, from_a_worker=described,
-                             in_a_worker={} if described else {"vllm_adapter": describe_adapter})
-        if args.profile:
-            write_profile(args.profile, seconds, time.monotonic() - began, jobs)
-        if store is not None:
-            print(f"{store.reused} of {len(families) * len(checks)} cells reused from the result store {store.path} "
-                  f"(--fresh to measure them again), {store.stored} measured and stored"
-                  + (f" ({store.reused_variants} of their family-configs taken from it: measured before, by the "
-                     f"pytest tier or another run)" if store.reused_variants else "")
-                  + f", {time.monotonic() - began:.0f} s", file=sys.stderr)
-        results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
-    finally:
-        if engines:
-            engines.close()
-    columns = list(checks)
+    seconds: dict[tuple[str, str], float] = {}
+    adapter_key = store.fact_key("vllm_adapter", "vlcheck.adapter", "describe") if store is not None else None
+    stored = store.get_fact(adapter_key) if adapter_key is not None else None
+    if stored is not None:
+        described["vllm_adapter"] = stored
+    results = run_checks(families.values(), checks, progress, jobs=jobs, store=store, ahead=ahead,
+                         seconds=seconds, from_a_worker=described,
+                         in_a_worker={} if described else {"vllm_adapter": describe_adapter})
+    if args.profile:
+        write_profile(args.profile, seconds, time.monotonic() - began, jobs)
+    if store is not None:
+        print(f"{store.reused} of {len(families) * len(checks)} cells reused from the result store {store.path} "
+              f"(--fresh to measure them again), {store.stored} measured and stored"
+              + (f" ({store.reused_variants} of their family-configs taken from it: measured before, by the "
+                 f"pytest tier or another run)" if store.reused_variants else "")
+              + f", {time.monotonic() - began:.0f} s", file=sys.stderr)
+    results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
+    columns, informational = list(checks), informational_facts(checks)
+    if args.gpu or args.cpu_engine:  # the engine tier's own tests, their cells (runners/engine_run.py)
+        from vlcheck.runners import engine_run
+
+        try:
+            engine_results, engine_checks, engine_facts = engine_run.run(
+                "gpu" if args.gpu else "cpu", list(families), args.config, args.weights)
+        except engine_run.EngineTierUnavailable as err:
+            print(f"vlcheck check: {err}", file=sys.stderr)
+            return 2
+        results += [r for r in engine_results if r.family in families]
+        columns += engine_checks
+        informational.update(engine_facts)
     serve_rows = launch_line_results(args, results)
     if serve_rows:  # each launch line is a row of its own, with a `launch` cell
         columns.append("launch")
@@ -340,7 +346,7 @@ def cmd_check(args) -> int:
     if adapter_key is not None and not any(v.startswith("detection failed") for v in described["vllm_adapter"].values()):
         store.put_fact(adapter_key, described["vllm_adapter"])
     rep = report.build(results, columns, families, unloadable=list(broken),
-                       informational=informational_facts(checks), tolerances=tolerances(checks),
+                       informational=informational, tolerances=tolerances(checks),
                        adapter_description=described["vllm_adapter"])
     if args.shard:
         rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there

@@ -38,8 +38,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from vlcheck.core.results import (CheckResult, Status, combine, crashed, declared_deviation, frames_in_text,
-                                  from_exception)
+from vlcheck.core.results import (CheckResult, Status, combine, crashed, declared_deviation)
 from vlcheck.spec.schema import FamilySpec, Variant
 
 
@@ -85,7 +84,7 @@ def run_family_config(check: Check, spec: FamilySpec, variant: Variant, store=No
     return store.variant(key or store.key(check, spec), variant.kind, lambda: run_variant(check, spec, variant))
 
 
-def run_cell(check: Check, spec: FamilySpec, engines=None, store=None) -> CheckResult:
+def run_cell(check: Check, spec: FamilySpec, store=None) -> CheckResult:
     """The report cell: every family-config of the family, combined (the worst status wins).
     `store` (`gate.store.ResultStore`): a CPU check's family-configs measured before (by this
     command or the pytest tier) are taken from it, the others measured and stored."""
@@ -94,10 +93,10 @@ def run_cell(check: Check, spec: FamilySpec, engines=None, store=None) -> CheckR
             return check.per_family(spec)
         except Exception as err:  # noqa: BLE001 - as in run_variant
             return crashed(spec.name, check.name, err)
-    key = store.key(check, spec) if store is not None and not check.engine else None
-    results = {variant.kind: engines.run(check, spec, variant) if check.engine else
-               run_family_config(check, spec, variant, store, key)
-               for variant in spec.variants}
+    if check.engine:  # its cells are the engine tier's tests' (runners/engine_run.py), never measured here
+        raise ValueError(f"{check.name}: an engine check runs in the engine tier (vlcheck check --gpu / --cpu-engine)")
+    key = store.key(check, spec) if store is not None else None
+    results = {variant.kind: run_family_config(check, spec, variant, store, key) for variant in spec.variants}
     cell = combine(spec.name, check.name, list(results.values()))
     cell.variants = {kind: unit(r) for kind, r in results.items()}
     return cell
@@ -205,14 +204,14 @@ def unloadable(name: str, error: Exception, checks: Iterable[str]) -> list[Check
             CheckResult(name, check, Status.SKIP, "the spec does not load") for check in checks]
 
 
-def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines=None,
+def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check],
                progress: Callable[[str, str], None] | None = None, jobs: int = 1, store=None,
                ahead: Callable[[list[FamilySpec], str], None] | None = None,
                seconds: dict[tuple[str, str], float] | None = None,
                in_a_worker: dict[str, Callable[[], Any]] | None = None,
                from_a_worker: dict[str, Any] | None = None) -> list[CheckResult]:
     """Every check on every family (one cell each), in family order. `jobs` > 1 runs families in
-    that many worker processes (CPU checks only: GPU checks share one engine per process). `store`
+    that many worker processes. `store`
     (`gate.store.ResultStore`): a cell whose inputs hash as a stored one is reused, not measured,
     and every measured cell is stored. `ahead(families, check)`: called with the families that will
     measure `check` before any is measured (the served check starts their render servers side by side).
@@ -223,10 +222,9 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines
     keys: dict[tuple[str, str], str] = {}
     done: dict[tuple[str, str], CheckResult] = {}
     if store is not None:
-        engine = engines.identity() if engines is not None else None
         for spec in families:
             for name, check in checks.items():
-                keys[spec.name, name] = key = store.key(check, spec, engine if check.engine else None)
+                keys[spec.name, name] = key = store.key(check, spec)
                 found = store.get(key)
                 if found is not None:
                     done[spec.name, name] = found
@@ -239,7 +237,7 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines
             needing = [spec for spec in pending if name in todo[spec.name]]
             if needing:
                 ahead(needing, name)
-    if jobs > 1 and engines is None and len(pending) > 1:
+    if jobs > 1 and len(pending) > 1:
         measured = _in_workers(pending, todo, progress, jobs, store, in_a_worker or {}, from_a_worker)
     else:
         measured = []
@@ -247,10 +245,10 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines
             for name, check in todo[spec.name].items():
                 if progress:
                     progress(spec.name, name)
-                measured.append(_timed(check, spec, engines, store))
+                measured.append(_timed(check, spec, store))
     if store is not None:
         store.reused_variants = sum(store.variants_from_before(keys[r.family, r.check], list(r.variants))
-                                    for r, _ in measured if not checks[r.check].engine)
+                                    for r, _ in measured)
     for result, took in measured:
         if seconds is not None:
             seconds[result.family, result.check] = took
@@ -260,11 +258,11 @@ def run_checks(families: Iterable[FamilySpec], checks: dict[str, Check], engines
     return [done[spec.name, name] for spec in families for name in checks]
 
 
-def _timed(check: Check, spec: FamilySpec, engines=None, store=None) -> tuple[CheckResult, float]:
+def _timed(check: Check, spec: FamilySpec, store=None) -> tuple[CheckResult, float]:
     import time
 
     began = time.monotonic()
-    return run_cell(check, spec, engines, store), time.monotonic() - began
+    return run_cell(check, spec, store), time.monotonic() - began
 
 
 def _family_cells(spec: FamilySpec, checks: dict[str, Check], store=None) -> list[tuple[CheckResult, float]]:
@@ -302,54 +300,10 @@ def _in_workers(families: list[FamilySpec], checks: dict[str, dict[str, Check]],
     return [r for spec in families for r in by_family[spec.name]]
 
 
-# --- the GPU checks (a live engine per family-config) ----------------------------------------
-
-def _generation(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
-    from vlcheck.engine import runs as g
-
-    runs = g.generation_runs(spec, variant, handle)
-    bad = [f"{r.shape}: engine {r.prompt_tokens} prompt tokens, CPU processor {r.expected_prompt_tokens}"
-           for r in runs if r.prompt_tokens != r.expected_prompt_tokens]
-    data = {f"{variant.kind}.prompt_tokens": {r.shape: r.prompt_tokens for r in runs},
-            f"{variant.kind}.greedy_tokens": {r.shape: [o["token_ids"] for o in r.outputs] for r in runs},
-            f"{variant.kind}.engine_start_s": round(handle.start_seconds, 1), f"{variant.kind}.weights": handle.weights}
-    stop = g.stop_run(spec, variant, handle)
-    if stop is not None and (stop.finish_reason != "stop" or stop.stop_reason != stop.stop_id):
-        bad.append(f"stop token {stop.stop_id} did not end generation ({stop.finish_reason}, {stop.stop_reason})")
-    status = Status.FAIL if bad else Status.PASS
-    return CheckResult(spec.name, "generation", status, f"[{variant.kind}] " + (bad[0] if bad else
-                       f"{len(runs)} shape(s) generated; token counts match the processor"), bad, data)
-
-
-def _cache(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
-    from vlcheck.engine import runs as g
-
-    run = g.uuid_resend(spec, variant, handle, "list", "report")
-    none = g.uuid_resend(spec, variant, handle, "none", "report-none")
-    error = g.unknown_uuid_error(spec, variant, handle)
-    data = {f"{variant.kind}.resend_hits": run.hits_added,
-            f"{variant.kind}.none_form_queries": none.queries_added,
-            f"{variant.kind}.none_form_prompt_tokens": [none.first_prompt_tokens, none.resend_prompt_tokens]}
-    bad = []
-    if run.hits_added != g.NUM_PROMPTS or run.resend_prompt_tokens != run.first_prompt_tokens:
-        bad.append(f"resend with [None] + uuids: {run.hits_added} hits for {g.NUM_PROMPTS} items, prompt tokens "
-                   f"{run.first_prompt_tokens} -> {run.resend_prompt_tokens}")
-    if error is None or "Cache miss" not in error:
-        bad.append(f"unknown uuid with empty media: expected vLLM's cache-miss error, got {error!r}")
-    note = (f"; the example's {{'image': None}} form is dropped ({none.queries_added:.0f} cache queries)"
-            if none.queries_added == 0 else "")
-    return CheckResult(spec.name, "cache", Status.FAIL if bad else Status.PASS,
-                       f"[{variant.kind}] " + (bad[0] if bad else f"{run.hits_added:.0f} hits on resend{note}"),
-                       bad, data)
-
-
-GPU_CATALOGUE: dict[str, Check] = {c.name: c for c in (
-    Check("generation", _generation, "vlcheck/runners/tier/engine/test_generation.py::test_requests_complete_with_processor_token_counts",
-          informational=("engine_start_s", "weights"), engine=True),
-    Check("cache", _cache, "vlcheck/runners/tier/engine/test_processor_cache.py::test_resend_with_list_of_none_hits_the_cache", engine=True),
-)}
-"""The checks that need a live engine (`vlcheck check --gpu`), sharing one engine per family-config."""
-
+# --- the engine checks' cells that are no single test's (a live engine per family-config) ------------
+# Every engine test is a check of its own (runners/engine_cells.py); these two build a richer cell:
+# the `cpu_engine` facts that `vlcheck diff` compares between the ends of an upgrade, and each
+# configuration's, with the proof that its path ran.
 
 def _cpu_engine(spec: FamilySpec, variant: Variant, handle) -> CheckResult:
     from vlcheck.numerics.engine_check import engine_check
@@ -401,69 +355,6 @@ def engine_check_named(name: str) -> Check:
     if config.startswith("serve["):
         return configuration_check(from_serve_line(config[len("serve["):-1]), "cpu" if platform == "cpu_engine" else "gpu")
     return configuration_check(CONFIGURATIONS[config], "cpu" if platform == "cpu_engine" else "gpu")
-
-
-class Engines:
-    """One engine per family-config for the GPU checks (`vlcheck check --gpu`): started on the
-    first check that needs it, shared by the next, freed by `close`."""
-
-    def __init__(self, weights: str, platform: str = "gpu"):
-        from vlcheck.engine.engines import EngineCache
-
-        self.weights, self.platform, self.cache = weights, platform, EngineCache()
-
-    def identity(self) -> dict[str, Any]:
-        """What of the engine a stored cell depends on: platform, weights, and the GPU's name."""
-        from vlcheck.core.devices import gpu_name
-
-        return {"platform": self.platform, "weights": self.weights,
-                "gpu": gpu_name() if self.platform == "gpu" else None}
-
-    def run(self, check: Check, spec: FamilySpec, variant: Variant) -> CheckResult:
-        from vlcheck.engine.engines import EngineUnavailable
-        from vlcheck.engine.watchdog import EngineDied
-        from vlcheck.prompt.templates import TemplateUnavailable
-
-        try:
-            handle = self.cache.get(spec, variant, self.weights, self.platform, **check.engine_overrides)
-        except (EngineUnavailable, EngineDied) as err:
-            skip = isinstance(err, EngineUnavailable) and err.skip
-            result = CheckResult(spec.name, check.name, Status.SKIP if skip else Status.FAIL, str(err),
-                                 frames=[] if skip else (getattr(err, "frames", None) or frames_in_text(str(err))))
-            # an engine known not to start: every GPU check of the variant shares that deviation
-            return declared_deviation(declared_deviation(result, variant, declared_as="generation"), variant)
-        except TemplateUnavailable as err:
-            return CheckResult(spec.name, check.name, Status.SKIP, f"[{variant.kind}] {err}")
-        except Exception as err:  # noqa: BLE001 - vLLM refusing to start an engine is a finding; vlcheck's crash is not
-            return declared_deviation(from_exception(spec.name, check.name, err, f"[{variant.kind}]"), variant,
-                                      declared_as="generation")
-
-        def run(spec, variant, handle):
-            try:
-                return check.run(spec, variant, handle)
-            except EngineDied as err:  # the engine died under this request: vLLM's failure, with its last words
-                return declared_deviation(CheckResult(spec.name, check.name, Status.FAIL, str(err),
-                                                      frames=frames_in_text(str(err))), variant,
-                                          declared_as="generation")
-            except TemplateUnavailable as err:
-                return CheckResult(spec.name, check.name, Status.SKIP, f"[{variant.kind}] {err}")
-            except Exception as err:  # noqa: BLE001 - a request the engine rejected fails; vlcheck's crash is an error
-                return from_exception(spec.name, check.name, err, f"[{variant.kind}]")
-
-        return run_variant(dataclasses.replace(check, run=run), spec, variant, handle)
-
-    def close(self) -> None:
-        self.cache.close()
-
-
-def gpu_checks(weights: str) -> tuple[dict[str, Check], Engines]:
-    """The GPU checks and the engines they share (call `.close()` when done)."""
-    return dict(GPU_CATALOGUE), Engines(weights)
-
-
-def cpu_engine_checks(weights: str) -> tuple[dict[str, Check], Engines]:
-    """The CPU engine check and the engines (vLLM's CPU build) it uses (call `.close()` when done)."""
-    return dict(CPU_ENGINE_CATALOGUE), Engines(weights, "cpu")
 
 
 def informational_facts(checks: dict[str, Check]) -> dict[str, list[str]]:

@@ -74,6 +74,13 @@ def cell_of(r: CheckResult) -> dict[str, Any]:
     return cell
 
 
+def result_of(family: str, check: str, cell: dict[str, Any]) -> CheckResult:
+    """A report's cell as the result it was made of (`cell_of`, read back)."""
+    return CheckResult(family, check, Status(cell["status"]), cell.get("reason", ""), list(cell.get("details", [])),
+                       dict(cell.get("data", {})), cell.get("finding", ""), dict(cell.get("variants", {})),
+                       frames=list(cell.get("frames", [])))
+
+
 def build(results: list[CheckResult], checks: list[str], families: dict[str, Any],
           unloadable: list[str] = (), informational: dict[str, list[str]] | None = None,
           tolerances: dict[str, float] | None = None, adapter_description: dict[str, str] | None = None) -> dict[str, Any]:

@@ -74,7 +74,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "CPU build). The app runs on the family-config's own engine (vlcheck/engine/shared_server.py); "
                          "scripts/gpu-tier.sh selects all")
     group.addoption("--vlcheck-engine-report", metavar="FILE",
-                    help="CPU engine tier: write its cpu_engine report cells as a vlcheck report (the input of "
+                    help="engine tiers: write every engine test's cell (engine.NAME, cpu_engine.NAME) as a vlcheck report (the input of "
                          "`vlcheck diff`; per --vlcheck-shard, joined by `vlcheck merge`)")
     group.addoption("--vlcheck-config", action="append", default=[], metavar="NAME",
                     help="engine tiers: also run these engine configurations per family-config (repeatable): "
@@ -268,6 +268,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.user_properties.append(("vlcheck_spec_error", True))
     elif call.excinfo is not None and report.failed and is_suite_crash(call.excinfo):
         report.user_properties.append(("vlcheck_error", True))
+    if item.get_closest_marker("gpu") is not None or item.get_closest_marker("cpu_engine") is not None:
+        from vlcheck.runners.engine_cells import record
+
+        record(item, report)
     return report
 
 
@@ -280,6 +284,13 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from vlcheck.runners.engine_cells import session_cells
+
+    path, cells = session.config.getoption("--vlcheck-engine-report"), session_cells(session.config)
+    if path and cells and not hasattr(session.config, "workerinput"):  # xdist: each worker's own, not merged
+        from vlcheck.runners.engine_tier import write_engine_report
+
+        write_engine_report(path, cells, session.config.getoption("--vlcheck-shard"))
     store = getattr(session.config, "_vlcheck_store", None)
     if store is not None:  # what was measured on code that changed during the session is taken back
         store.close()
@@ -487,15 +498,12 @@ def configured_engine(family, variant, configuration, engines, weights_mode, eng
 
 @pytest.fixture(scope="session")
 def engine_report_cells(request):
-    """check name -> family -> {variant kind: CheckResult}: the engine tier's report cells (the
-    `cpu_engine` facts and each configuration's), written with --vlcheck-engine-report at the end."""
-    cells: dict = {}
-    yield cells
-    path = request.config.getoption("--vlcheck-engine-report")
-    if path and cells:
-        from vlcheck.runners.engine_tier import write_engine_report
+    """check name -> family -> {variant kind: CheckResult}: the engine tier's report cells (every
+    engine test's, `runners/engine_cells.py`, the `cpu_engine` facts and each configuration's),
+    written with --vlcheck-engine-report at the end of the session."""
+    from vlcheck.runners.engine_cells import session_cells
 
-        write_engine_report(path, cells, request.config.getoption("--vlcheck-shard"))
+    return session_cells(request.config)
 
 
 @pytest.fixture
