@@ -74,11 +74,11 @@ def test_the_engine_and_its_configuration_are_part_of_the_key(families, tmp_path
 def test_the_code_digest_follows_imports_lazy_ones_included():
     reached = cell_inputs._imports("vlcheck.gate.store")
     assert {"vlcheck.gate.cell_inputs", "vlcheck.core.results"} <= reached
-    # gate.checks imports vlcheck.engine.runs inside the GPU checks' functions only
-    assert "vlcheck.engine.runs" in cell_inputs._imports("vlcheck.gate.checks")
-    assert "vlcheck.engine.runs" in cell_inputs._function_imports("vlcheck.gate.checks", "_generation")
+    # gate.checks imports vlcheck.numerics.engine_check inside the `cpu_engine` cell's function only
+    assert "vlcheck.numerics.engine_check" in cell_inputs._imports("vlcheck.gate.checks")
+    assert "vlcheck.numerics.engine_check" in cell_inputs._function_imports("vlcheck.gate.checks", "_cpu_engine")
     spec_check = cell_inputs._function_imports("vlcheck.gate.checks", "check_spec")
-    assert "vlcheck.examples.seed_check" in spec_check and "vlcheck.engine.runs" not in spec_check
+    assert "vlcheck.examples.seed_check" in spec_check and "vlcheck.numerics.engine_check" not in spec_check
     assert cell_inputs.code_digest("vlcheck.gate.store") != cell_inputs.code_digest("vlcheck.core.results")
 
 

@@ -12,6 +12,7 @@ requests depend on.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import re
 import shlex
@@ -163,3 +164,16 @@ def parse_on_this_platform(model: str, flags: list[str]):
     args = _parser().parse_args(["serve", model, *flags])
     args.model = model
     return args
+
+
+@functools.cache
+def engine_arg_default(key: str) -> Any:
+    """The installed vLLM's EngineArgs default of `key` (None where vLLM or the field is missing)."""
+    import dataclasses
+
+    try:
+        from vllm.engine.arg_utils import EngineArgs
+    except ImportError:
+        return None
+    found = {f.name: f for f in dataclasses.fields(EngineArgs)}.get(key)
+    return None if found is None or found.default is dataclasses.MISSING else found.default

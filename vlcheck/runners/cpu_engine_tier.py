@@ -91,7 +91,8 @@ def main(args, extra: list[str]) -> int:
             python = make_environment(venv, pins, Path(args.constraints) if args.constraints else None)
         if args.make_only:
             return 0
-        return run_tier(python, args.jobs, Path(args.out), args.family or [], extra)
+        jobs = min(args.jobs, len(args.family)) if args.family else args.jobs  # a shard with no family idles
+        return run_tier(python, jobs, Path(args.out), args.family or [], extra)
     except TierError as err:
         print(f"vlcheck tier cpu-engine: {err}", file=sys.stderr)
         return 2

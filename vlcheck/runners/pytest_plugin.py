@@ -72,7 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(repeatable: qwen2_vl, qwen2_vl-single, all) and check it over HTTP: against the offline "
                          "engine and with the official openai client (vlcheck/runners/tier/engine/test_engine_served.py, on GPUs and vLLM's "
                          "CPU build). The app runs on the family-config's own engine (vlcheck/engine/shared_server.py); "
-                         "scripts/gpu-tier.sh selects all")
+                         "vlcheck tier gpu selects all")
     group.addoption("--vlcheck-engine-report", metavar="FILE",
                     help="engine tiers: write every engine test's cell (engine.NAME, cpu_engine.NAME) as a vlcheck report (the input of "
                          "`vlcheck diff`; per --vlcheck-shard, joined by `vlcheck merge`)")

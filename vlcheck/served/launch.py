@@ -10,12 +10,12 @@ their migration; here they would only stop the server before it renders anything
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vlcheck.adapter.serve_args import engine_arg_default
 from vlcheck.spec.schema import LIMIT_IMAGE_COUNT, LIMIT_ONE_PER_MODALITY, Variant
 
 # Args the checkpoint or the server decides: the model folder replaces the Hub id and its tokenizer.
@@ -69,19 +69,6 @@ def flag(key: str, value: Any) -> list[str]:
     if isinstance(value, (dict, list, tuple)):
         return [name, json.dumps(value)]
     return [name, str(value)]
-
-
-@functools.cache
-def engine_arg_default(key: str) -> Any:
-    """The installed vLLM's EngineArgs default of `key` (None where vLLM or the field is missing)."""
-    import dataclasses
-
-    try:
-        from vllm.engine.arg_utils import EngineArgs
-    except ImportError:
-        return None
-    found = {f.name: f for f in dataclasses.fields(EngineArgs)}.get(key)
-    return None if found is None or found.default is dataclasses.MISSING else found.default
 
 
 def serve_limit(variant: Variant) -> dict[str, int] | None:

@@ -1,6 +1,7 @@
-"""The `cpu_engine` report cell (`vlcheck check --cpu-engine`, numerics/engine_check.py) per
-family-config, on the engine the other engine tests share: it passes, or deviates only as
-declared. With --vlcheck-engine-report FILE the cells are written as a vlcheck report (one per
+"""The `cpu_engine` report cell (numerics/engine_check.py) per family-config, on the engine the
+other engine tests share: the engine's facts that `vlcheck diff` compares between two ends (token
+counts, greedy tokens, goldens, agreement with transformers, cache hits). It judges nothing: each
+engine test is its own cell with its own rule; this one fails only where vLLM refused a request. With --vlcheck-engine-report FILE the cells are written as a vlcheck report (one per
 --vlcheck-shard; join them with `vlcheck merge`), the input of `vlcheck diff`: the engine facts of
 one end of an upgrade from the same run as its engine tests, without starting every engine again."""
 
