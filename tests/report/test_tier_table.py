@@ -23,3 +23,17 @@ def test_one_row_per_family_config_with_outcomes_engine_starts_and_wall_time(tmp
     text = table(list(found.values()))
     assert "| qwen2_vl-single | 1 | 1 | 1 | 1 | 1 | 23 | 61 | 1 |" in text
     assert "| deepseek_ocr-single | 0 | 0 | 0 | 0 | 0 | - | 300 | timeout |" in text
+
+
+def test_vlcheck_tier_table_prints_either_tiers_table(tmp_path, capsys):
+    from vlcheck.cli.main import main
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "qwen2_vl-single.xml").write_text(JUNIT)
+    assert main(["tier", "table", str(tmp_path)]) == 0
+    assert "| qwen2_vl-single | 1 | 1 | 1 | 1 | 1 | 23 | - | - |" in capsys.readouterr().out
+    shard = tmp_path / "shard-1.xml"  # the CPU engine tier's: test ids carry the family-config
+    shard.write_text(JUNIT.replace('name="test_a"', 'name="test_a[cpu-qwen2_vl-single]"'))
+    assert main(["tier", "table", str(shard)]) == 0
+    assert "| qwen2_vl-single | 23.4 | 1 | 0 | 0 | 0 | 0 |" in capsys.readouterr().out
+    assert main(["tier", "table", str(tmp_path / "nothing.xml")]) == 2

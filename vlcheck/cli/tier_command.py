@@ -20,6 +20,9 @@ EXIT_CODES = {
             (USAGE, "no GPU", "no GPU visible (name them with --gpus), or bash older than 5.1"),
             (FAILED, "failed", "some family-config failed, timed out, or was not started before --deadline "
                                "(the table and summary.txt in --out say which)")],
+    "table": [(OK, "ok", "the table printed"), (USAGE, "bad input", "a JUnit file named is not there")],
+    "shards": [(OK, "ok", "the split printed, or the durations updated")],
+    "tp": [(OK, "ok", "the plan or the results table printed")],
     "cpu-engine": [(OK, "ok", "every family-config's tests passed, or deviated as declared (skips included)"),
                    (USAGE, "bad input", "the constraints name no vllm, transformers or torch, or the CPU build's "
                                         "environment could not be made (the message says which)"),
@@ -55,6 +58,65 @@ def cmd_cpu_engine(args) -> int:
     from vlcheck.runners import cpu_engine_tier
 
     return _tier_code(cpu_engine_tier.main(args, pytest_args(args.pytest_args)))
+
+
+def cmd_table(args) -> int:
+    """The GPU tier's table from its --out folder, or the engine tables from JUnit files."""
+    from pathlib import Path
+
+    from vlcheck.runners import engine_tier, tier_table
+
+    paths = [Path(p) for p in args.results]
+    if len(paths) == 1 and paths[0].is_dir():
+        print(tier_table.table(tier_table.rows(paths[0])))
+        return OK
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        print(f"vlcheck tier table: no such file: {', '.join(missing)}", file=sys.stderr)
+        return USAGE
+    documents = [p.read_bytes() for p in paths]
+    print(engine_tier.markdown(engine_tier.rows(documents)))
+    configurations = engine_tier.configuration_markdown(engine_tier.configuration_cells(documents))
+    if configurations:
+        print("\nEngine configurations: pass with the proof that the path ran, or why not\n\n" + configurations)
+    return OK
+
+
+def cmd_shards(args) -> int:
+    import json
+    from pathlib import Path
+
+    from vlcheck.runners import shard
+
+    if args.update_cpu_engine:
+        measured = shard.durations_from_junit(Path(p).read_text() for p in args.update_cpu_engine)
+        doc = json.loads(shard.CPU_ENGINE_DURATIONS_FILE.read_text())
+        doc["seconds"] = dict(sorted(measured.items()))
+        shard.CPU_ENGINE_DURATIONS_FILE.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"{len(measured)} family-configs in {shard.CPU_ENGINE_DURATIONS_FILE}")
+    if args.update:
+        measured = shard.durations_from_summary(Path(args.update).read_text())
+        doc = json.loads(shard.DURATIONS_FILE.read_text())
+        doc["seconds"] = dict(sorted({**doc["seconds"], **measured}.items()))
+        shard.DURATIONS_FILE.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"{len(measured)} family-configs updated in {shard.DURATIONS_FILE}")
+    if args.count:
+        from vlcheck.spec.registry import all_families
+
+        specs = [s for s in all_families().values() if s.synthetic is not None and not s.synthetic.unsupported]
+        weights = shard.family_weights(specs, shard.load_durations())
+        for i, names in enumerate(shard.partition(weights, args.count), 1):
+            print(f"{i}/{args.count}: {sum(weights[n] for n in names):.0f} s: {' '.join(sorted(names))}")
+    return OK
+
+
+def cmd_tp(args) -> int:
+    from pathlib import Path
+
+    from vlcheck.engine import tensor_parallel
+
+    print(tensor_parallel.results_table(Path(args.results)) if args.results else "\n".join(tensor_parallel.plan_lines()))
+    return OK
 
 
 def pytest_args(extra: list[str]) -> list[str]:
@@ -111,3 +173,21 @@ def register(sub) -> None:
                         "(default: %(default)s)")
     q.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST_ARGS", help="passed to pytest")
     q.set_defaults(func=cmd_cpu_engine)
+
+    q = actions.add_parser("table", help="a tier's table again: the GPU tier's from its --out folder, or the engine "
+                                         "tables from JUnit files (the CPU engine tier's shard-*.xml)")
+    q.add_argument("results", nargs="+", metavar="OUT_OR_JUNIT", help="a `vlcheck tier gpu --out` folder, or JUnit XML files")
+    q.set_defaults(func=cmd_table)
+
+    q = actions.add_parser("shards", help="the split of the families over N CI runners by measured durations, or "
+                                          "refresh those durations from a run")
+    q.add_argument("count", type=int, nargs="?", metavar="N", help="print the split of the GPU tier's families into N shards")
+    q.add_argument("--update", metavar="SUMMARY", help="merge the wall times of a GPU tier's summary.txt into the data")
+    q.add_argument("--update-cpu-engine", metavar="JUNIT", nargs="+",
+                   help="replace the CPU engine tier's data with the test times of its JUnit files (shard-*.xml)")
+    q.set_defaults(func=cmd_shards)
+
+    q = actions.add_parser("tp", help="the tensor-parallel sizes each family-config's TP-ready checkpoint splits into, "
+                                      "or a GPU tier run's TP=N vs TP=1 table")
+    q.add_argument("--results", metavar="LOGS", help="a GPU tier run's logs.tgz (or its logs folder)")
+    q.set_defaults(func=cmd_tp)

@@ -81,27 +81,3 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         return declared_deviation(CheckResult(spec.name, "processor", Status.FAIL, f"{where} {problems[0]}", problems, data,
                                               frames=frames), variant)
     return CheckResult(spec.name, "processor", Status.PASS, f"{where} {len(counts)} request shape(s) processed", data=data)
-
-
-def main(argv: list[str]) -> int:
-    """`python -m vlcheck.cpu.processor_check FAMILY ...`: build and check, printing the outcome."""
-    from vlcheck.spec.registry import get_family
-
-    bad = 0
-    for name in argv:
-        spec = get_family(name)
-        for variant in spec.variants:
-            r = processor_check(spec, variant)
-            print(f"{name} [{variant.kind}] {r.status.value}: {r.reason}")
-            for d in r.details[1:]:
-                print("   ", d)
-            for shape, c in r.data.get(f"{variant.kind}.token_counts", {}).items():
-                print(f"    {shape}: {c}")
-            bad += r.status is Status.FAIL
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main(sys.argv[1:]))

@@ -7,8 +7,8 @@ has 2 attention heads; `synthetic.checkpoint_dir(..., heads=TP_READY_HEADS)` bui
 `plan` reads its saved config and says, per TP size, which counts stand in the way, so that a
 family that cannot be split is known on CPU and skips on the GPU with that reason.
 
-`python -m vlcheck.engine.tensor_parallel` prints the sizes for every family-config, and with
-`--results gpu-out/logs.tgz` the TP=N vs TP=1 table of a GPU tier run.
+`vlcheck tier tp` prints the sizes for every family-config, and with `--results gpu-out/logs.tgz`
+the TP=N vs TP=1 table of a GPU tier run.
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ def results_table(evidence: Path) -> str:
     """The GPU tier's TP results as a Markdown table, from its JUnit XMLs (a logs folder or the
     logs.tgz that scripts/gpu-tier.sh leaves)."""
     import tarfile
-    import xml.etree.ElementTree as ET
+
+    from vlcheck.core import junit
 
     if evidence.is_dir():
         documents = [f.read_bytes() for f in sorted(evidence.rglob("*.xml"))]
@@ -113,50 +114,35 @@ def results_table(evidence: Path) -> str:
             documents = [tar.extractfile(m).read() for m in sorted(tar.getmembers(), key=lambda m: m.name)
                          if m.name.endswith(".xml")]
     rows = ["| family-config | TP=N vs TP=1 | requests compared | engine start TP=1 / TP=N (s) | reason |", "|---|---|---|---|---|"]
+    labels = {"failed": "DIFFER", "error": "error", "skipped": "skip", "xfailed": "declared (xfail)"}
     for document in documents:
-        for case in ET.fromstring(document).iter("testcase"):
-            if not case.get("name", "").startswith("test_tensor_parallel_outputs_match_tp1["):
+        for case in junit.cases(document):
+            if not case.name.startswith("test_tensor_parallel_outputs_match_tp1["):
                 continue
-            config = case.get("name").split("[", 1)[1].rstrip("]")
-            props = {p.get("name"): p.get("value") for p in case.iter("property")}
-            outcome, reason = "agree", ""
-            for tag, label in (("failure", "DIFFER"), ("error", "error"), ("skipped", "skip")):
-                found = case.find(tag)
-                if found is not None:
-                    outcome = "declared (xfail)" if found.get("type") == "pytest.xfail" else label
-                    if label == "DIFFER" and COMPARED_AND_DIFFERED not in (found.get("message") or "") + (found.text or ""):
-                        outcome = "not compared"  # the engines did not get there: a timeout, a crash
-                    reason = (found.get("message") or "").splitlines()[0][:200] if found.get("message") else ""
-                    break
+            config = case.name.split("[", 1)[1].rstrip("]")
+            props = case.properties
+            outcome = labels.get(case.outcome, "agree")
+            if outcome == "DIFFER" and COMPARED_AND_DIFFERED not in case.detail:
+                outcome = "not compared"  # the engines did not get there: a timeout, a crash
+            reason = case.message[:200] if case.outcome != "passed" else ""
             starts = " / ".join(props.get(k, "-") for k in sorted(k for k in props if k.endswith("_engine_start_s")))
             rows.append(f"| {config} | {outcome} | {props.get('tp_compared_requests', '-')} | {starts or '-'} | {reason} |")
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    from pathlib import Path
-
-    parser = argparse.ArgumentParser(prog="python -m vlcheck.engine.tensor_parallel", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", metavar="LOGS", help="print the TP table of a GPU tier run (logs.tgz or its folder)")
-    args = parser.parse_args(argv)
-    if args.results:
-        print(results_table(Path(args.results)))
-        return 0
+def plan_lines() -> list[str]:
+    """Per family-config with a synthetic recipe: the TP sizes its TP-ready checkpoint splits into, or why not."""
     from vlcheck.spec.registry import all_families
 
+    lines = []
     for spec in all_families().values():
         if spec.synthetic is None:
             continue
         for variant in spec.variants:
             p = plan(spec, variant)
             if not p.built:
-                print(f"{p.name}: not built: {p.reason[:150]}")
+                lines.append(f"{p.name}: not built: {p.reason[:150]}")
                 continue
-            out = ", ".join(f"TP={s}" if not why else f"not TP={s} ({why[0]})" for s, why in p.blocked.items())
-            print(f"{p.name}: {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+            lines.append(f"{p.name}: " + ", ".join(f"TP={s}" if not why else f"not TP={s} ({why[0]})"
+                                                   for s, why in p.blocked.items()))
+    return lines

@@ -1,18 +1,16 @@
 """Compare a family spec with its example, executed from the seed (see `vlcheck.examples.seeds`).
 
-`python -m vlcheck.examples.seed_check [FAMILY ...]` prints every mismatch; the prompt-format tests run
-the same comparison for every family.
+`vlcheck check --check spec --family NAME` prints every mismatch (the catalogue's `spec` check); the
+prompt-format tests run the same comparison for every family.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any
 
 from vlcheck.examples import seeds
 from vlcheck.prompt.render import default_questions, fill, messages, render_prompt
-from vlcheck.spec.registry import all_families
 from vlcheck.spec.schema import MODALITIES, Drift, FamilySpec, Variant, media_url
 
 
@@ -206,27 +204,3 @@ def compare_drift(spec: FamilySpec, variant: Variant, drift: Drift) -> list[str]
                 if got.get(k) != v:
                     problems.append(f"{where}: engine_args.{k}: drift {v!r} != seed {got.get(k)!r}")
     return problems
-
-
-def main(argv: list[str]) -> int:
-    families = all_families()
-    names = argv or list(families)
-    bad = 0
-    for name in names:
-        spec = families[name]
-        for variant in spec.variants:
-            if variant.source is None:
-                print(f"{name} [{variant.kind}]: your own model, no example to compare with")
-                continue
-            if seeds.load_seed(variant.source.seed) is None:
-                print(f"{name} [{variant.kind}]: seed {variant.source.seed} not executable; literal check only")
-                continue
-            for p in compare(spec, variant) + [p for d in variant.drifts for p in compare_drift(spec, variant, d)]:
-                print(p)
-                bad += 1
-    print(f"{bad} mismatch(es) in {len(names)} families")
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

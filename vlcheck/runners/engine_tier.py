@@ -2,18 +2,17 @@
 `scripts/gpu-tier.sh`): engine start, passed / failed / xfailed / skipped, and whether vLLM agrees
 with the transformers reference on the same seeded weights.
 
-    python -m vlcheck.runners.engine_tier cpu-engine-out/shard-*.xml
+    vlcheck tier table cpu-engine-out/shard-*.xml
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vlcheck.runners import junit
-from vlcheck.runners.junit import OUTCOMES
+from vlcheck.core import junit
+from vlcheck.core.junit import OUTCOMES
 
 CONFIG = re.compile(r"\[(?:cpu|gpu)-(.+?-(?:single|multi_image))(?:-|\])")
 """A test id's family-config: `test_x[cpu-blip-2-single]`, `test_y[cpu-aria-multi_image-content-hash]`."""
@@ -149,22 +148,3 @@ def write_engine_report(path: str, cells: dict, shard=None) -> None:
     if shard is not None:
         rep["shard"] = str(shard)
     Path(path).write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
-
-
-def main(argv: list[str] | None = None) -> int:
-    paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
-    if not paths:
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    documents = [p.read_bytes() for p in paths if p.exists()]
-    print(markdown(rows(documents)))
-    configurations = configuration_markdown(configuration_cells(documents))
-    if configurations:
-        print("\nEngine configurations (tests/configurations/): pass with the proof that the path ran, or why not\n")
-        print(configurations)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
-

@@ -166,7 +166,7 @@ if [ -n "$fork_owner" ]; then
   cp "$fork_dir/fork-server.log" "$out/logs/" 2>/dev/null; rm -rf "$fork_dir"
 fi
 echo "gpu tier: $(( $(date +%s) - start )) s wall, JOBS=$jobs_per_gpu per GPU, GPUs ${gpus[*]}${SHARD:+, shard $SHARD}" | tee -a "$out/summary.txt"
-"$python" -m vlcheck.runners.tier_table "$out" | tee "$out/table.md"
+"$python" -m vlcheck.cli tier table "$out" | tee "$out/table.md"
 tar czf "$out/evidence.tgz" -C "$snapshots" gpu_goldens test_hostile_gpu -C "$(cd "$out" && pwd)" goldens-seen 2>/dev/null || true
 tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs" "$out/goldens-seen"
 exit "$failed"

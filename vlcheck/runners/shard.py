@@ -1,14 +1,13 @@
 """Split the families over n CI runners, balanced by the GPU tier's measured durations.
 
-`--shard i/n` (pytest's `--vlcheck-shard`, `vlcheck check --shard`, `SHARD=i/n` for
-scripts/gpu-tier.sh) keeps runner i's part; the CI job matrix starts the n runners, and
+`--shard i/n` (pytest's `--vlcheck-shard`, `vlcheck check --shard`, `vlcheck tier gpu --shard`) keeps runner i's part; the CI job matrix starts the n runners, and
 `vlcheck merge` puts their reports together. A family is never split: all its family-configs
 run on one runner, so each shard's report holds whole rows of the family x check matrix.
 The split is greedy, longest family first onto the least-loaded shard, with ties broken by
 name and then by the lower shard, so every runner computes the same split from the same data.
 A family-config missing from the data weighs the median of those measured.
 
-`python -m vlcheck.runners.shard N` prints the split into N shards; `python -m vlcheck.runners.shard --update
+`vlcheck tier shards N` prints the split into N shards; `vlcheck tier shards --update
 gpu-out/summary.txt` refreshes the durations from a GPU tier run. The engine tier on vLLM's CPU build
 weighs its families by its own data (`--vlcheck-shard-durations`, CPU_ENGINE_DURATIONS_FILE: its served
 family-configs cost minutes there, seconds on a GPU); `--update-cpu-engine shard-*.xml` refreshes it
@@ -17,7 +16,6 @@ from that tier's JUnit files.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
@@ -96,45 +94,12 @@ def durations_from_summary(text: str) -> dict[str, float]:
 
 def durations_from_junit(texts: Iterable[str]) -> dict[str, float]:
     """Seconds per family-config id: the sum of its tests' times in JUnit XML files (an engine tier's shards)."""
-    import xml.etree.ElementTree as ET
+    from vlcheck.core import junit
 
     found: dict[str, float] = {}
     for text in texts:
-        for case in ET.fromstring(text).iter("testcase"):
-            if match := TEST_ID.search(case.get("name", "")):
+        for case in junit.cases(text):
+            if match := TEST_ID.search(case.name):
                 key = f"{match[1]}-{match[2]}"
-                found[key] = found.get(key, 0.0) + float(case.get("time") or 0.0)
+                found[key] = found.get(key, 0.0) + case.seconds
     return {key: round(seconds, 1) for key, seconds in found.items()}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vlcheck.runners.shard", description=__doc__.split("\n\n")[0])
-    parser.add_argument("count", type=int, nargs="?", help="print the split of the GPU tier's families into COUNT shards")
-    parser.add_argument("--update", metavar="SUMMARY", help="merge the wall times of a gpu-tier summary.txt into the data")
-    parser.add_argument("--update-cpu-engine", metavar="JUNIT", nargs="+",
-                        help="replace the CPU engine tier's data with the test times of its JUnit files (shard-*.xml)")
-    args = parser.parse_args(argv)
-    if args.update_cpu_engine:
-        measured = durations_from_junit(Path(p).read_text() for p in args.update_cpu_engine)
-        doc = json.loads(CPU_ENGINE_DURATIONS_FILE.read_text())
-        doc["seconds"] = dict(sorted(measured.items()))
-        CPU_ENGINE_DURATIONS_FILE.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"{len(measured)} family-configs in {CPU_ENGINE_DURATIONS_FILE}")
-    if args.update:
-        measured = durations_from_summary(Path(args.update).read_text())
-        doc = json.loads(DURATIONS_FILE.read_text())
-        doc["seconds"] = dict(sorted({**doc["seconds"], **measured}.items()))
-        DURATIONS_FILE.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"{len(measured)} family-configs updated in {DURATIONS_FILE}")
-    if args.count:
-        from vlcheck.spec.registry import all_families
-
-        specs = [s for s in all_families().values() if s.synthetic is not None and not s.synthetic.unsupported]
-        weights = family_weights(specs, load_durations())
-        for i, names in enumerate(partition(weights, args.count), 1):
-            print(f"{i}/{args.count}: {sum(weights[n] for n in names):.0f} s: {' '.join(sorted(names))}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

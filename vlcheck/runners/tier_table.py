@@ -1,19 +1,18 @@
 """The GPU tier's result per family-config, as one table: test outcomes from each process's JUnit
 XML, engine start seconds from its properties, wall seconds and exit code from `summary.txt`.
 
-`python -m vlcheck.runners.tier_table gpu-out` (scripts/gpu-tier.sh prints it at its end).
+`vlcheck tier table gpu-out` (`vlcheck tier gpu` prints it at its end).
 """
 
 from __future__ import annotations
 
 import re
-import sys
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vlcheck.runners import junit
-from vlcheck.runners.junit import OUTCOMES
+from vlcheck.core import junit
+from vlcheck.core.junit import OUTCOMES
 
 START_PROPERTY = "engine_start_s"
 SUMMARY_LINE = re.compile(r"^(?P<family>\S+) (?P<kind>\S+) rc=(?P<rc>-?\d+) (?P<wall>\d+)s")
@@ -74,13 +73,3 @@ def table(found: list[ConfigRow]) -> str:
     lines.append("| **all** | " + " | ".join(str(totals[o]) for o in OUTCOMES)
                  + f" | {sum(len(r.engine_starts) for r in found)} starts | | |")
     return "\n".join(lines)
-
-
-def main(argv: list[str]) -> int:
-    out = Path(argv[0] if argv else "gpu-out")
-    print(table(rows(out)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
