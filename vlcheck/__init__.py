@@ -3,7 +3,7 @@
 The package is layered, lowest first (`LAYERS`); a module imports only its own layer and lower
 ones, and only `adapter` reaches into vLLM's and transformers' internals (both rules are tested by
 tests/package/test_layers.py): `core` (results, versions, media, text diffs), `spec` (the family
-spec schema, the loader of the `specs/*.toml` files, the names a spec may use), `adapter` (every
+spec schema, the loader of the family spec files, `families/*.toml`, the names a spec may use), `adapter` (every
 call into vLLM's and transformers' internals), `prompt` (rendering, chat templates, Hub assets,
 template and stop conformance, prompt snapshots), `examples` (vLLM's example scripts executed and
 compared with the specs), `checkpoints` (tiny synthetic checkpoints and their seeded weights),

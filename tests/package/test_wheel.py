@@ -88,7 +88,7 @@ def _outside_checkout(tmp_path: Path) -> dict:
 
 def test_the_wheel_holds_the_specs_and_the_durations(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    specs = {Path(n).name for n in names if re.fullmatch(r"vlcheck/specs/[^/]+\.toml", n)}
+    specs = {Path(n).name for n in names if re.fullmatch(r"vlcheck/families/[^/]+\.toml", n)}
     assert specs == {p.name for p in BUILTIN_SPEC_DIR.glob("*.toml")}
     assert "vlcheck/runners/gpu_durations.json" in names
     assert {f"vlcheck/pr_gate/templates/{name}" for name in ("action.yml", "workflow.yml", "gitlab-ci.yml")} <= set(names)

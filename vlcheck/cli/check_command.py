@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -26,19 +27,60 @@ def write_report(rep: dict, json_path: str | None, html_path: str | None, markdo
 
 
 def cmd_check(args) -> int:
-    from vlcheck.adapter import describe as describe_adapter
-    from vlcheck.configurations.registry import UnknownConfiguration
-    from vlcheck.core.results import Status
-    from vlcheck.gate import report
-    from vlcheck.gate.checks import (
-        cpu_checks,
-        informational_facts,
-        run_checks,
-        tolerances,
-        unloadable,
-    )
-    from vlcheck.gate.store import configured as configured_store
+    """Select, measure the CPU checks (through the result store), run the engine tests where asked,
+    write the report, print the table; the exit code says what the run found (CHECK_EXIT)."""
+    refused = engine_options_refused(args)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
+    families, broken = selected(args)
+    checks = _cpu_checks(args.check)
+    run = measure_cpu_checks(args, families, checks, broken)
+    if args.gpu or args.cpu_engine:  # the engine tier's own tests, their cells (runners/engine_run.py)
+        from vlcheck.runners import engine_run
 
+        try:
+            found, engine_checks, engine_facts = engine_run.run("gpu" if args.gpu else "cpu", list(families),
+                                                                args.config, args.weights)
+        except engine_run.EngineTierUnavailable as err:
+            print(f"vlcheck check: {err}", file=sys.stderr)
+            return 2
+        run.results += [r for r in found if r.family in families]
+        run.columns += engine_checks
+        run.informational.update(engine_facts)
+    serve_rows = launch_line_results(args, run.results)
+    if serve_rows:  # each launch line is a row of its own, with a `launch` cell
+        run.columns.append("launch")
+        families = {**families, **serve_rows}
+    rep = build_report(args, run, families, broken, checks)
+    write_report(rep, args.json, args.html, args.markdown)
+    print_summary(rep, list(checks))
+    return exit_code(rep, run.results)
+
+
+def _cpu_checks(names):
+    from vlcheck.gate.checks import cpu_checks
+
+    return cpu_checks(names) if names != ["none"] else {}
+
+
+def engine_options_refused(args) -> str | None:
+    """Why the engine options cannot go together (None where they can)."""
+    from vlcheck.configurations.registry import UnknownConfiguration, select
+
+    if args.gpu and args.cpu_engine:
+        return "--gpu and --cpu-engine: one engine platform per run (each build is its own environment)"
+    if args.config and not (args.gpu or args.cpu_engine):
+        return "--config: engine configurations run on an engine platform: add --cpu-engine (vLLM's CPU build) or --gpu"
+    try:
+        select(args.config, "gpu" if args.gpu else "cpu") if args.config else None
+    except UnknownConfiguration as err:
+        return f"--config: {err}"
+    return None
+
+
+def selected(args) -> tuple[dict, dict]:
+    """(family name -> spec, family name -> why its spec does not load) of this run (and shard)."""
     names = args.family or default_selection()
     broken = {n: e for n, e in spec_errors().items() if n in names}
     families = {n: get_family(n) for n in names if n not in broken}
@@ -47,23 +89,26 @@ def cmd_check(args) -> int:
 
         families = {s.name: s for s in select(families.values(), args.shard)}
         broken = broken if args.shard.index == 1 else {}
-    checks = cpu_checks(args.check) if args.check != ["none"] else {}
-    if args.gpu and args.cpu_engine:
-        print("--gpu and --cpu-engine: one engine platform per run (each build is its own environment)", file=sys.stderr)
-        return 2
-    if args.config and not (args.gpu or args.cpu_engine):
-        print("--config: engine configurations run on an engine platform: add --cpu-engine (vLLM's CPU build) or --gpu",
-              file=sys.stderr)
-        return 2
-    if args.config:
-        from vlcheck.configurations.registry import select
+    return families, broken
 
-        try:
-            select(args.config, "gpu" if args.gpu else "cpu")
-        except UnknownConfiguration as err:
-            print(f"--config: {err}", file=sys.stderr)
-            return 2
-    total, done = len(families) * len(checks), 0
+
+@dataclasses.dataclass
+class Run:
+    results: list
+    columns: list[str]
+    informational: dict[str, list[str]]
+    described: dict[str, Any]
+    store: Any
+    adapter_key: str | None
+
+
+def measure_cpu_checks(args, families: dict, checks: dict, broken: dict) -> Run:
+    """The CPU checks' cells, from the result store where it holds them, with progress on stderr."""
+    from vlcheck.adapter import describe as describe_adapter
+    from vlcheck.gate.checks import informational_facts, run_checks, unloadable
+    from vlcheck.gate.store import configured as configured_store
+
+    total, done, jobs = len(families) * len(checks), 0, args.jobs or os.cpu_count() or 1
 
     def progress(family: str, check: str) -> None:
         nonlocal done
@@ -74,10 +119,8 @@ def cmd_check(args) -> int:
         elif check == next(iter(checks)):
             print(line, file=sys.stderr, flush=True)
 
-    jobs = args.jobs or os.cpu_count() or 1
-
     def ahead(specs, check: str) -> None:
-        if check == "served" and (jobs == 1 or len(specs) == 1):  # one render server per family-config, started side by side ahead
+        if check == "served" and (jobs == 1 or len(specs) == 1):  # render servers side by side, started ahead
             from vlcheck.served.render import (
                 serve_ahead,  # (with -j, each worker starts its families' own)
             )
@@ -85,51 +128,39 @@ def cmd_check(args) -> int:
             serve_ahead(specs)
 
     store = configured_store(args.store, args.fresh)
-    began = time.monotonic()
-    described: dict[str, Any] = {}
-    seconds: dict[tuple[str, str], float] = {}
+    began, described, seconds = time.monotonic(), {}, {}
     adapter_key = store.fact_key("vllm_adapter", "vlcheck.adapter", "describe") if store is not None else None
     stored = store.get_fact(adapter_key) if adapter_key is not None else None
     if stored is not None:
         described["vllm_adapter"] = stored
-    results = run_checks(families.values(), checks, progress, jobs=jobs, store=store, ahead=ahead,
-                         seconds=seconds, from_a_worker=described,
-                         in_a_worker={} if described else {"vllm_adapter": describe_adapter})
+    results = run_checks(families.values(), checks, progress, jobs=jobs, store=store, ahead=ahead, seconds=seconds,
+                         from_a_worker=described, in_a_worker={} if described else {"vllm_adapter": describe_adapter})
     if args.profile:
         write_profile(args.profile, seconds, time.monotonic() - began, jobs)
     if store is not None:
-        print(f"{store.reused} of {len(families) * len(checks)} cells reused from the result store {store.path} "
+        print(f"{store.reused} of {total} cells reused from the result store {store.path} "
               f"(--fresh to measure them again), {store.stored} measured and stored"
               + (f" ({store.reused_variants} of their family-configs taken from it: measured before, by the "
                  f"pytest tier or another run)" if store.reused_variants else "")
               + f", {time.monotonic() - began:.0f} s", file=sys.stderr)
-    results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
-    columns, informational = list(checks), informational_facts(checks)
-    if args.gpu or args.cpu_engine:  # the engine tier's own tests, their cells (runners/engine_run.py)
-        from vlcheck.runners import engine_run
-
-        try:
-            engine_results, engine_checks, engine_facts = engine_run.run(
-                "gpu" if args.gpu else "cpu", list(families), args.config, args.weights)
-        except engine_run.EngineTierUnavailable as err:
-            print(f"vlcheck check: {err}", file=sys.stderr)
-            return 2
-        results += [r for r in engine_results if r.family in families]
-        columns += engine_checks
-        informational.update(engine_facts)
-    serve_rows = launch_line_results(args, results)
-    if serve_rows:  # each launch line is a row of its own, with a `launch` cell
-        columns.append("launch")
-        families = {**families, **serve_rows}
     if sys.stderr.isatty():
         print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
+    results += [r for name, err in broken.items() for r in unloadable(name, err, checks)]
+    return Run(results, list(checks), informational_facts(checks), described, store, adapter_key)
+
+
+def build_report(args, run: Run, families: dict, broken: dict, checks: dict) -> dict:
+    from vlcheck.adapter import describe as describe_adapter
+    from vlcheck.gate import report
+    from vlcheck.gate.checks import tolerances
+
+    store, described = run.store, run.described
     if "vllm_adapter" not in described:  # no workers ran, and the store had none: this process (vLLM's import)
         described["vllm_adapter"] = describe_adapter()
-    if adapter_key is not None and not any(v.startswith("detection failed") for v in described["vllm_adapter"].values()):
-        store.put_fact(adapter_key, described["vllm_adapter"])
-    rep = report.build(results, columns, families, unloadable=list(broken),
-                       informational=informational, tolerances=tolerances(checks),
-                       adapter_description=described["vllm_adapter"])
+    if run.adapter_key is not None and not any(v.startswith("detection failed") for v in described["vllm_adapter"].values()):
+        store.put_fact(run.adapter_key, described["vllm_adapter"])
+    rep = report.build(run.results, run.columns, families, unloadable=list(broken), informational=run.informational,
+                       tolerances=tolerances(checks), adapter_description=described["vllm_adapter"])
     if args.shard:
         rep["shard"] = str(args.shard)  # vlcheck merge checks that every shard of the split is there
     if store is not None and store.close():  # a package changed on disk while this run measured
@@ -138,7 +169,12 @@ def cmd_check(args) -> int:
         rep["result_store"] = {"path": str(store.path), "reused": store.reused, "measured": store.stored,
                                "family_configs_from_store": store.reused_variants,
                                "reused_cells": sorted(f"{f} {c}" for f, c in store.reused_cells)}
-    write_report(rep, args.json, args.html, args.markdown)
+    return rep
+
+
+def print_summary(rep: dict, checks: list[str]) -> None:
+    from vlcheck.gate import report
+
     rows = []
     for family, row in rep["families"].items():
         cells = row["checks"]
@@ -156,6 +192,13 @@ def cmd_check(args) -> int:
         print("\ndeclared deviations:")
         for family, check, reason in devs:
             print(f"  {family} {check}: {reason}")
+
+
+def exit_code(rep: dict, results: list) -> int:
+    from vlcheck.core.results import Status
+    from vlcheck.gate import report
+
+    env = rep["environment"]
     if env.get("code_changed_during_run"):
         print(f"\nthe code of {', '.join(env['code_changed_during_run'])} changed on disk during this run: its cells "
               "mix two codes (nothing of it kept in the result store); run it again")

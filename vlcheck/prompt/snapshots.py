@@ -24,7 +24,7 @@ def quote(text: str) -> str:
 
 
 def _header(spec: FamilySpec, what: str) -> list[str]:
-    return [f"# {what}: {spec.name} ({spec.title})", f"# spec: vlcheck/specs/{Path(spec.path).name}",
+    return [f"# {what}: {spec.name} ({spec.title})", f"# spec: vlcheck/families/{Path(spec.path).name}",
             "# Strings are JSON literals: escapes show every newline and space.", ""]
 
 

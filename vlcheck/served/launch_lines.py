@@ -88,7 +88,7 @@ def resolve_model(model: str) -> ResolvedModel:
         return ResolvedModel(str(snapshot), "HF cache", spec, variant)
     if spec is None:
         raise LookupError(f"{model}: not in the HF cache with its tokenizer, and no family spec serves it "
-                          "(add one: vlcheck/specs/<family>.toml)")
+                          "(add one: vlcheck/families/<family>.toml)")
     return ResolvedModel(str(checkpoint_dir(spec, variant)), f"synthetic {spec.name} checkpoint", spec, variant)
 
 

@@ -1,4 +1,4 @@
-"""Find and load family specs: TOML files in `vlcheck/specs/` (and any extra folders).
+"""Find and load family specs: TOML files in `vlcheck/families/` (and any extra folders).
 
 Adding a family means adding one file there; nothing else needs to change. Every error names
 the file and the field (`SpecError`).
@@ -40,7 +40,7 @@ from vlcheck.spec.schema import (
 )
 from vlcheck.spec.models import architecture_of, is_path, local_dir, model_config, resolve_model
 
-BUILTIN_SPEC_DIR = Path(__file__).parents[1] / "specs"
+BUILTIN_SPEC_DIR = Path(__file__).parents[1] / "families"
 SPEC_PATH_ENV = "VLCHECK_SPEC_PATH"
 """Extra spec folders, separated by os.pathsep; a file there overrides a built-in of that name."""
 

@@ -1,4 +1,4 @@
-"""The family spec schema: what one `vlcheck/specs/*.toml` file declares.
+"""The family spec schema: what one `vlcheck/families/*.toml` file declares.
 
 A family is one key of vLLM's example `model_example_map` (e.g. `qwen2_5_vl`). Its spec holds
 up to two *variants*: `single` (from `vision_language.py`: one image or one video per request)
