@@ -88,8 +88,10 @@ def facts_of(report: pytest.TestReport, kind: str) -> dict[str, Any]:
     return facts
 
 
-def record(item: pytest.Item, report: pytest.TestReport) -> None:
-    """The test's cell from its report: the call's, or the setup's where the test never ran."""
+def record(item: pytest.Item, report: pytest.TestReport, raised: BaseException | None = None) -> None:
+    """The test's cell from its report: the call's, or the setup's where the test never ran; a
+    failure keeps where it was raised (`frames`, the exceptions it wraps followed), which the
+    diff's causes read for whose it is."""
     if report.when == "teardown" or (report.when == "setup" and report.passed):
         return
     name = check_name(item)
@@ -98,8 +100,13 @@ def record(item: pytest.Item, report: pytest.TestReport) -> None:
     family, variant = item.callspec.params["family"], item.callspec.params["variant"]
     status = status_of(report)
     reason = reason_of(report).splitlines()[0][:REASON_CHARS] if reason_of(report) else ""
+    frames = []
+    if status in (Status.FAIL, Status.ERROR) and raised is not None:
+        from vlcheck.core.results import frames_of
+
+        frames = frames_of(raised)
     cell = CheckResult(family.name, name, status, f"[{variant.kind}] {reason}",
-                       data=facts_of(report, variant.kind))
+                       data=facts_of(report, variant.kind), frames=frames)
     session_cells(item.config).setdefault(name, {}).setdefault(family.name, {})[variant.kind] = cell
 
 

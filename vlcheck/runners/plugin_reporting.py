@@ -22,7 +22,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if item.get_closest_marker("gpu") is not None or item.get_closest_marker("cpu_engine") is not None:
         from vlcheck.runners.engine_cells import record
 
-        record(item, report)
+        record(item, report, call.excinfo.value if call.excinfo is not None else None)
     return report
 
 

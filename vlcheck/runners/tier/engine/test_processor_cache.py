@@ -27,8 +27,8 @@ def test_resend_with_list_of_none_hits_the_cache(family, variant, engine, reques
 
 NONE_FORM_DROPPED = pytest.mark.xfail(
     raises=MediaDropped, strict=True,
-    reason="vLLM 0.24.0 silently drops multi_modal_data={'image': None} (the example's form): no placeholder "
-           "expansion, no cache query. Flips to a pass the day vLLM fixes it.")
+    reason="vLLM silently drops multi_modal_data={'image': None} (the example's form; so since the pinned "
+           "reference): no placeholder expansion, no cache query. Flips to a pass the day vLLM fixes it.")
 
 
 def test_resend_with_none_hits_the_cache(family, variant, engine, request):
