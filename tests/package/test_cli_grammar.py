@@ -326,3 +326,17 @@ def test_list_and_render_write_their_json_to_a_file_or_print_it(tmp_path, capsys
     written = json.loads((tmp_path / "families.json").read_text())
     assert main(["list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == written and any(f["name"] == "qwen2_vl" for f in written)
+
+
+def test_serve_means_which_family_configs_are_served_and_a_launch_line_has_its_own_flag(capsys):
+    """"serve" names the family-configs an engine tier also serves (`--vlcheck-serve`, `tier gpu --serve`);
+    a user's launch line to check is `--launch-line` / `--launch-lines` (the former `--serve`, `--serve-file`
+    still parse, hidden)."""
+    text = _help(capsys, "check")
+    assert "--launch-line" in text and "--launch-lines FILE" in text and "--serve" not in text
+    parser = build_parser()
+    line = "vllm serve Qwen/Qwen2-VL-2B-Instruct"
+    new = parser.parse_args(["check", "--launch-line", line, "--launch-lines", "f.txt"])
+    old = parser.parse_args(["check", "--serve", line, "--serve-file", "f.txt"])
+    assert (new.serve, new.serve_file) == (old.serve, old.serve_file) == ([line], ["f.txt"])
+    assert "--serve FAMILY" in _help(capsys, "tier", "gpu")

@@ -234,7 +234,7 @@ def write_profile(path: str, seconds: dict[tuple[str, str], float], wall: float,
 
 
 def launch_line_results(args, results: list) -> dict:
-    """`--serve` / `--serve-file`: each launch line's `launch` and `served` cells, appended to
+    """`--launch-line` / `--launch-lines`: each launch line's `launch` and `served` cells, appended to
     `results`; returns the report rows they need (name -> title and model)."""
     from types import SimpleNamespace
 
@@ -287,11 +287,14 @@ def register(sub, common) -> None:
                         "on GPUs also compiled, fp8, tp2 and encoder_dp (2 GPUs); all; or serve:FLAGS (your `vllm serve` "
                         "flags on the synthetic checkpoint); each against the eager goldens within measured noise, "
                         "with proof that its path ran (docs/configurations.md)")
-    p.add_argument("--serve", action="append", metavar='"vllm serve MODEL --flag ..."',
+    p.add_argument("--launch-line", dest="serve", action="append", metavar='"vllm serve MODEL --flag ..."',
                    help="also check this launch line (repeatable): parsed by the installed vLLM, its resolved "
                         "configuration recorded, served by `vllm launch render` and sent its family's example requests")
-    p.add_argument("--serve-file", action="append", metavar="FILE",
+    p.add_argument("--launch-lines", dest="serve_file", action="append", metavar="FILE",
                    help="launch lines to check, one per line (# comments)")
+    # the former names: "serve" now means only which family-configs the engine tiers also serve
+    p.add_argument("--serve", dest="serve", action="append", help=argparse.SUPPRESS)
+    p.add_argument("--serve-file", dest="serve_file", action="append", help=argparse.SUPPRESS)
     p.add_argument("--json", metavar="FILE", help="write the report as JSON (the input of `vlcheck diff`)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown report")

@@ -1,4 +1,4 @@
-"""`vlcheck check --serve "vllm serve MODEL --flag ..."`: a user's own launch line, checked.
+"""`vlcheck check --launch-line "vllm serve MODEL --flag ..."`: a user's own launch line, checked.
 
 The line is parsed by the installed vLLM's parser: a flag it no longer accepts fails the `launch`
 cell naming the flag and how to migrate (`spec/migrations.py`). A line that parses has its
