@@ -35,7 +35,7 @@ def own_exit_codes() -> dict[str, tuple[list[tuple[int, str, str]], str]]:
     """Per command (a matrix subcommand as `matrix run`): its own exit codes as (code, label, meaning),
     and a note; 1 and 2 (`COMMON_EXITS`) are added to each by `exit_codes`. A command's own 2 replaces
     the common one."""
-    from vlcheck.cli import plant_command, pr_command, store_command, tier_command
+    from vlcheck.cli import plant_command, pr_command, seeds_command, store_command, tier_command
     from vlcheck.gate import diff
     from vlcheck.versions import bisect, envs, matrix, same_source
 
@@ -69,6 +69,7 @@ def own_exit_codes() -> dict[str, tuple[list[tuple[int, str, str]], str]]:
     own.update({f"pr {name}": (codes, "") for name, codes in pr_command.EXIT_CODES.items()})
     own.update({f"tier {name}": (codes, "") for name, codes in tier_command.EXIT_CODES.items()})
     own.update({name: (codes, "") for name, codes in plant_command.EXIT_CODES.items()})
+    own.update({f"seeds {name}": (codes, "") for name, codes in seeds_command.EXIT_CODES.items()})
     return own
 
 

@@ -32,6 +32,9 @@ def seeds_dir() -> Path:
 
 
 def seed_file(seed: str) -> Path | None:
+    """A seed by its id (`"000"`: `000_*.txt` in the seeds folder), or an example script by its path."""
+    if seed.endswith(".py"):
+        return Path(seed) if Path(seed).is_file() else None
     found = sorted(seeds_dir().glob(f"{seed}_*.txt"))
     return found[0] if found else None
 
@@ -198,7 +201,7 @@ def load_seed(seed: str) -> dict[str, Any] | None:
         return None
     calls: list[ChatCall] = []
     namespace: dict[str, Any] = {
-        "__name__": f"vlcheck_seed_{seed}",
+        "__name__": f"vlcheck_seed_{Path(seed).stem}",
         "__builtins__": {**vars(builtins), "__import__": _importer(calls)},
         "_chat_calls": calls,
         # 002's functions read the script's global `args` for the cache flag.
