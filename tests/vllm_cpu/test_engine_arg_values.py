@@ -13,9 +13,9 @@ from vlcheck import adapter
 from vlcheck.adapter.engine import REGISTRIES, AllowedValues, cli_choices, closed_values, literal_members
 from vlcheck.core.results import Status
 from vlcheck.cpu.vllm_checks import engine_args_check
-from vlcheck.spec.registry import load_spec
+from vlcheck.spec.registry import BUILTIN_SPEC_DIR, load_spec
 
-SPECS = Path(__file__).resolve().parents[2] / "vlcheck" / "specs"
+SPECS = BUILTIN_SPEC_DIR
 
 
 def _toml(value) -> str:
