@@ -161,3 +161,21 @@ def test_cpu_engine_serves_seeded_weights_only():
     with pytest.raises(engines.EngineUnavailable, match="no seeded weights") as err:
         engines.engine_args(spec, spec.single, "auto", platform="cpu")
     assert err.value.skip
+
+
+def test_an_engine_cells_frames_come_from_the_library_that_raised_never_from_the_tests_verdict():
+    import pytest as _pytest
+
+    from vlcheck.runners.engine_cells import library_exception
+
+    assert library_exception(AssertionError("greedy outputs differ")) is None  # a finding: no one's crash
+    try:
+        try:
+            raise ValueError("is not a multimodal model")  # what vLLM raised starting the engine
+        except ValueError:
+            _pytest.fail("the engine failed to start")
+    except _pytest.fail.Exception as failed:
+        found = library_exception(failed)
+    assert isinstance(found, ValueError) and str(found) == "is not a multimodal model"
+    error = KeyError("vlcheck's own bug")
+    assert library_exception(error) is error

@@ -101,13 +101,28 @@ def record(item: pytest.Item, report: pytest.TestReport, raised: BaseException |
     status = status_of(report)
     reason = reason_of(report).splitlines()[0][:REASON_CHARS] if reason_of(report) else ""
     frames = []
-    if status in (Status.FAIL, Status.ERROR) and raised is not None:
+    cause = library_exception(raised) if status in (Status.FAIL, Status.ERROR) else None
+    if cause is not None:
         from vlcheck.core.results import frames_of
 
-        frames = frames_of(raised)
+        frames = frames_of(cause)
     cell = CheckResult(family.name, name, status, f"[{variant.kind}] {reason}",
                        data=facts_of(report, variant.kind), frames=frames)
     session_cells(item.config).setdefault(name, {}).setdefault(family.name, {})[variant.kind] = cell
+
+
+OUTCOMES = (AssertionError, pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception)
+
+
+def library_exception(raised: BaseException | None) -> BaseException | None:
+    """The exception a failure's frames should come from: a test's assertion or pytest's outcome is
+    the test's verdict, never evidence of whose code broke (it would read as vlcheck's or pytest's);
+    the library exception it wraps (an engine that did not start) is, else there is none."""
+    seen = set()
+    while isinstance(raised, OUTCOMES) and id(raised) not in seen:
+        seen.add(id(raised))
+        raised = raised.__cause__ or raised.__context__
+    return raised
 
 
 def informational(cells: dict) -> dict[str, list[str]]:
