@@ -73,7 +73,7 @@ def engine_options_refused(args) -> str | None:
     if args.config and not (args.gpu or args.cpu_engine):
         return "--config: engine configurations run on an engine platform: add --cpu-engine (vLLM's CPU build) or --gpu"
     try:
-        select(args.config, "gpu" if args.gpu else "cpu") if args.config else None
+        select(args.config, "gpu" if args.gpu else "cpu")
     except UnknownConfiguration as err:
         return f"--config: {err}"
     return None

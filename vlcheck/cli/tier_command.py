@@ -74,11 +74,7 @@ def cmd_table(args) -> int:
     if missing:
         print(f"vlcheck tier table: no such file: {', '.join(missing)}", file=sys.stderr)
         return USAGE
-    documents = [p.read_bytes() for p in paths]
-    print(engine_tier.markdown(engine_tier.rows(documents)))
-    configurations = engine_tier.configuration_markdown(engine_tier.configuration_cells(documents))
-    if configurations:
-        print("\nEngine configurations: pass with the proof that the path ran, or why not\n\n" + configurations)
+    print(engine_tier.tables([p.read_bytes() for p in paths]))
     return OK
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -107,7 +108,7 @@ def make_environment(venv: Path, pins: dict[str, str], constraints: Path | None,
         f"transformers=={pins['transformers']}")
     started = time.monotonic()
     env = _uv_environment()
-    subprocess.run(["rm", "-rf", str(venv)], check=False)  # no marker: an interrupted install, never reused
+    shutil.rmtree(venv, ignore_errors=True)  # no marker: an interrupted install, never reused
     made = subprocess.run([base_python(), "-m", "venv", str(venv)], capture_output=True, text=True)
     if made.returncode != 0:
         raise TierError(f"making {venv}: python -m venv failed:\n{made.stderr.strip()[-1000:]}")

@@ -11,6 +11,7 @@ own environment is made first (`cpu_engine_env`).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -31,7 +32,7 @@ def run_tier(python: str | Path, jobs: int, out: Path, families: list[str], extr
     out.mkdir(parents=True, exist_ok=True)
     for old in [*out.glob("shard-*.xml"), *out.glob("shard-*.log"), *out.glob("report*.json")]:
         old.unlink()
-    subprocess.run(["rm", "-rf", str(out / "claims")], check=False)
+    shutil.rmtree(out / "claims", ignore_errors=True)
     where = subprocess.run([str(python), "-c", "import os, vlcheck.runners as r, vlcheck.runners.tier.engine as t; "
                             "print(os.path.dirname(t.__file__)); print(os.path.dirname(r.__file__))"],
                            capture_output=True, text=True)
@@ -60,11 +61,7 @@ def run_tier(python: str | Path, jobs: int, out: Path, families: list[str], extr
         rc |= code != 0  # pytest: 0 all passed, 1 some failed, 5 nothing collected (the tier did not run)
     from vlcheck.runners import engine_tier
 
-    documents = [p.read_bytes() for p in sorted(out.glob("shard-*.xml"))]
-    table = engine_tier.markdown(engine_tier.rows(documents))
-    configurations = engine_tier.configuration_markdown(engine_tier.configuration_cells(documents))
-    if configurations:
-        table += ("\n\nEngine configurations: pass with the proof that the path ran, or why not\n\n" + configurations)
+    table = engine_tier.tables([p.read_bytes() for p in sorted(out.glob("shard-*.xml"))])
     (out / "table.md").write_text(table + "\n")
     log(table)
     reports = sorted(out.glob("report-*.json"))

@@ -99,7 +99,7 @@ def record(item: pytest.Item, report: pytest.TestReport, raised: BaseException |
         return
     family, variant = item.callspec.params["family"], item.callspec.params["variant"]
     status = status_of(report)
-    reason = reason_of(report).splitlines()[0][:REASON_CHARS] if reason_of(report) else ""
+    reason = (reason_of(report).splitlines() or [""])[0][:REASON_CHARS]
     frames = []
     cause = library_exception(raised) if status in (Status.FAIL, Status.ERROR) else None
     if cause is not None:

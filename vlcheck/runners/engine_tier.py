@@ -148,3 +148,12 @@ def write_engine_report(path: str, cells: dict, shard=None) -> None:
     if shard is not None:
         rep["shard"] = str(shard)
     Path(path).write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
+
+
+def tables(documents: list[bytes]) -> str:
+    """The engine tier's table per family-config, and the configurations' table where any ran."""
+    text = markdown(rows(documents))
+    configurations = configuration_markdown(configuration_cells(documents))
+    if configurations:
+        text += "\n\nEngine configurations: pass with the proof that the path ran, or why not\n\n" + configurations
+    return text
