@@ -29,13 +29,14 @@ def held_to_eager_engine(config: Configuration) -> bool:
     return bool(getattr(_module(config), "HELD_TO_EAGER_ENGINE", False))
 
 
-def engine_overrides(config: Configuration) -> dict[str, Any]:
-    """What the family-config's engine is started with for this configuration (over the test
-    engine's args). A served configuration measures through its own server and takes the eager
-    engine as its reference: none."""
+def engine_overrides(config: Configuration, platform: str = "gpu") -> dict[str, Any]:
+    """What the family-config's engine is started with for this configuration on `platform` (over
+    the test engine's args). A served configuration measures through its own server and takes the
+    eager engine as its reference: none."""
     if config.served:
         return {}
-    return {**config.engine_args, **({"checkpoint": config.checkpoint} if config.checkpoint != "default" else {}),
+    return {**config.engine_args, **(config.cpu_engine_args if platform == "cpu" else {}),
+            **({"checkpoint": config.checkpoint} if config.checkpoint != "default" else {}),
             **({"in_process_core": True} if config.in_process_core else {})}
 
 

@@ -51,6 +51,8 @@ class Configuration:
     """The path it must show it exercised, and the evidence that says so."""
     engine_args: dict[str, Any] = field(default_factory=dict)
     """Over the test engine's args (`gpu.engines.engine_args`)."""
+    cpu_engine_args: dict[str, Any] = field(default_factory=dict)
+    """Over `engine_args` on vLLM's CPU build."""
     platforms: tuple[str, ...] = ("cpu", "gpu")
     served: bool = False
     """Runs through vLLM's OpenAI API server (one per family-config) instead of the offline `LLM`."""
@@ -97,7 +99,7 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "an image); the attention backends of the vision encoder and the decoder are recorded",
         {"enforce_eager": False, "dtype": "auto", "max_num_seqs": None,
          "compilation_config": {"max_cudagraph_capture_size": DEFAULTS_CAPTURE_TOKENS}},
-        distance_ceiling=DEFAULTS_CEILING, cpu_where_served=True),
+        cpu_engine_args={"dtype": "float32"}, distance_ceiling=DEFAULTS_CEILING, cpu_where_served=True),
     Configuration(
         "chunked", f"chunked prefill with a {CHUNK_TOKENS}-token step budget (max_num_batched_tokens)",
         "a chunk of some request ends strictly inside an image's placeholder range (the scheduler's steps, "

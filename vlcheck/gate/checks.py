@@ -334,7 +334,7 @@ def configuration_check(config, platform: str) -> Check:
 
     return Check(config.check_name(platform), functools.partial(run, config),
                  "vlcheck/runners/tier/engine/test_configurations.py::test_configuration", informational=INFORMATIONAL,
-                 engine=True, engine_overrides=engine_overrides(config))
+                 engine=True, engine_overrides=engine_overrides(config, platform))
 
 
 def configuration_checks(names: list[str], platform: str) -> dict[str, Check]:

@@ -185,7 +185,8 @@ def configured_engine(family, variant, configuration, engines, weights_mode, eng
         return config, request.getfixturevalue("engine")
     reference = eager_reference(family, variant, config, engines, engine_platform, request)
     handle = start_engine(family, variant, engines, weights_mode, request, platform=engine_platform,
-                          declared_as=config.name if config.name in CHECKS else None, **engine_overrides(config))
+                          declared_as=config.name if config.name in CHECKS else None,
+                          **engine_overrides(config, engine_platform))
     handle.eager_reference = reference
     return config, handle
 
