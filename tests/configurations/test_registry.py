@@ -18,7 +18,7 @@ def test_selection_keeps_registry_order_and_all_means_every_configuration_of_the
     assert [c.name for c in select(["prefix", "chunked", "prefix"], "cpu")] == ["prefix", "chunked"]
     assert [c.name for c in select(["all"], "cpu")] == [c.name for c in CONFIGURATIONS.values() if "cpu" in c.platforms]
     assert [c.name for c in select([], "cpu")] == ["eager"]
-    with pytest.raises(UnknownConfiguration, match="unknown configuration 'chunky': one of eager, defaults, chunked"):
+    with pytest.raises(UnknownConfiguration, match="unknown configuration 'chunky': one of eager, defaults, defaults_v2, chunked"):
         select(["chunky"], "cpu")
 
 

@@ -54,11 +54,11 @@ def test_a_model_runner_without_the_step_decision_is_named():
     import pytest
 
     worker = SimpleNamespace(model_runner=SimpleNamespace())
-    with pytest.raises(engine_paths.StepsUnreadable, match="has no _determine_batch_execution_and_padding"):
+    with pytest.raises(engine_paths.StepsUnreadable, match="has neither _determine_batch_execution_and_padding nor"):
         engine_paths.start_recording_steps(worker)
 
 
-PROOF = {"compilation_mode": "VLLM_COMPILE", "cudagraph_mode": "FULL_AND_PIECEWISE", "largest_capture_size": 4096,
+PROOF = {"compilation_mode": "VLLM_COMPILE", "model_runner": "vllm.v1.worker.gpu_model_runner.GPUModelRunner", "cudagraph_mode": "FULL_AND_PIECEWISE", "largest_capture_size": 4096,
          "steps": 20, "image_prefill_steps": 3, "image_prefill_replays": 2, "largest_image_prefill_tokens": 300}
 
 
@@ -76,3 +76,39 @@ def test_an_uncompiled_engine_or_unreadable_steps_did_not_run_the_path():
     assert "did not compile" in why_path_did_not_run("gpu", {**PROOF, "compilation_mode": "NONE"}, None)
     assert "cannot be read" in why_path_did_not_run("gpu", PROOF, "no hook")
     assert "no model step computed media" in why_path_did_not_run("gpu", {**PROOF, "image_prefill_steps": 0}, None)
+
+
+def test_the_second_model_runners_steps_are_read_from_its_modules_dispatch_and_its_execute_model(monkeypatch):
+    import sys
+    import types
+
+    module = types.ModuleType("fake_runner_v2")
+
+    def dispatch_cg_and_sync_dp(manager, num_reqs, num_tokens, uniform, dp_size, dp_rank, need_eager=False):
+        return SimpleNamespace(cg_mode=SimpleNamespace(name="FULL"), num_tokens=128), None
+
+    module.dispatch_cg_and_sync_dp = dispatch_cg_and_sync_dp
+    monkeypatch.setitem(sys.modules, "fake_runner_v2", module)
+
+    class Runner:
+        def execute_model(self, scheduler_output):
+            return module.dispatch_cg_and_sync_dp(None, 1, scheduler_output.total_num_scheduled_tokens, None, 1, 0)
+
+    Runner.__module__ = "fake_runner_v2"
+    worker = SimpleNamespace(model_runner=Runner())
+    engine_paths.start_recording_steps(worker)
+    worker.model_runner.execute_model(SimpleNamespace(scheduled_encoder_inputs={"r0": [0]}, total_num_scheduled_tokens=100))
+    worker.model_runner.execute_model(SimpleNamespace(scheduled_encoder_inputs={}, total_num_scheduled_tokens=1))
+    assert engine_paths.recorded_steps(worker) == [("FULL", 100, 128, 1), ("FULL", 1, 128, 0)]
+
+
+def test_defaults_v2_applies_only_where_vllm_has_a_second_model_runner(monkeypatch):
+    from vlcheck.configurations.registry import CONFIGURATIONS
+    from vlcheck.configurations.vllm_defaults import applies
+    from vlcheck.spec.registry import get_family
+
+    qwen = get_family("qwen2_vl")
+    assert applies(qwen, qwen.single, CONFIGURATIONS["defaults"]) is None
+    assert engine_paths.vllm_has_variable("VLLM_USE_V2_MODEL_RUNNER")  # vLLM 0.24.0 has it
+    monkeypatch.setattr(engine_paths, "vllm_has_variable", lambda name: False)
+    assert "no second model runner" in applies(qwen, qwen.single, CONFIGURATIONS["defaults_v2"])

@@ -14,7 +14,7 @@ from vlcheck.spec.schema import FamilySpec, Variant
 MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.configurations.video_file",
                "long": "vlcheck.configurations.long_prompts", "fp8": "vlcheck.configurations.quantized",
                "tp2": "vlcheck.configurations.sharded", "encoder_dp": "vlcheck.configurations.sharded",
-               "defaults": "vlcheck.configurations.vllm_defaults"}
+               "defaults": "vlcheck.configurations.vllm_defaults", "defaults_v2": "vlcheck.configurations.vllm_defaults"}
 """The configurations with a module of their own; every other one (chunked, prefix, compiled, a
 user's flags) runs the offline engine's requests: vlcheck.configurations.offline."""
 
@@ -37,7 +37,8 @@ def engine_overrides(config: Configuration, platform: str = "gpu") -> dict[str, 
         return {}
     return {**config.engine_args, **(config.cpu_engine_args if platform == "cpu" else {}),
             **({"checkpoint": config.checkpoint} if config.checkpoint != "default" else {}),
-            **({"in_process_core": True} if config.in_process_core else {})}
+            **({"in_process_core": True} if config.in_process_core else {}),
+            **({"environment": config.environment} if config.environment else {})}
 
 
 def why_not_applicable(config: Configuration, spec: FamilySpec, variant: Variant) -> str | None:

@@ -53,6 +53,8 @@ class Configuration:
     """Over the test engine's args (`gpu.engines.engine_args`)."""
     cpu_engine_args: dict[str, Any] = field(default_factory=dict)
     """Over `engine_args` on vLLM's CPU build."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Set for the engine's processes while it starts (vLLM reads some choices from the environment only)."""
     platforms: tuple[str, ...] = ("cpu", "gpu")
     served: bool = False
     """Runs through vLLM's OpenAI API server (one per family-config) instead of the offline `LLM`."""
@@ -100,6 +102,13 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         {"enforce_eager": False, "dtype": "auto", "max_num_seqs": None,
          "compilation_config": {"max_cudagraph_capture_size": DEFAULTS_CAPTURE_TOKENS}},
         cpu_engine_args={"dtype": "float32"}, distance_ceiling=DEFAULTS_CEILING, cpu_where_served=True),
+    Configuration(
+        "defaults_v2", "`defaults` under vLLM's second model runner (VLLM_USE_V2_MODEL_RUNNER=1), where the installed "
+        "vLLM has one",
+        "as `defaults`, and the engine's worker runs the second model runner (its class, read in the engine)",
+        {"enforce_eager": False, "dtype": "auto", "max_num_seqs": None,
+         "compilation_config": {"max_cudagraph_capture_size": DEFAULTS_CAPTURE_TOKENS}},
+        platforms=("gpu",), distance_ceiling=DEFAULTS_CEILING, environment={"VLLM_USE_V2_MODEL_RUNNER": "1"}),
     Configuration(
         "chunked", f"chunked prefill with a {CHUNK_TOKENS}-token step budget (max_num_batched_tokens)",
         "a chunk of some request ends strictly inside an image's placeholder range (the scheduler's steps, "

@@ -23,6 +23,18 @@ from vlcheck.spec.schema import FamilySpec, Variant
 HELD_TO_EAGER_ENGINE = True
 
 UNCOMPILED_MODES = ("NONE", "None")
+RUNNER_VARIABLE = "VLLM_USE_V2_MODEL_RUNNER"
+SECOND_RUNNER_MODULE = "vllm.v1.worker.gpu.model_runner"
+"""Where vLLM's second model runner lives (0.24); the first is vllm.v1.worker.gpu_model_runner."""
+
+
+def applies(spec: FamilySpec, variant: Variant, config: Configuration) -> str | None:
+    """`defaults_v2` needs a vLLM that has a second model runner (its switch among vLLM's variables)."""
+    if RUNNER_VARIABLE not in config.environment:
+        return None
+    if not engine_paths.vllm_has_variable(RUNNER_VARIABLE):
+        return f"this vLLM has no second model runner ({RUNNER_VARIABLE} is not one of its variables)"
+    return None
 
 
 def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -> Measured:
@@ -37,6 +49,10 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     against_eager(spec, variant, handle, runs, measured, config)
     sees_media(spec, variant, handle, measured)
     proof(handle, steps, why_no_steps, measured)
+    if measured.not_exercised is None and RUNNER_VARIABLE in config.environment:
+        runner = measured.proof["model_runner"]
+        if not runner.startswith(SECOND_RUNNER_MODULE):
+            measured.not_exercised = f"{RUNNER_VARIABLE}=1, but the engine's worker ran {runner}"
     return measured
 
 
@@ -46,7 +62,7 @@ def proof(handle, steps: engine_paths.Steps | None, why_no_steps: str | None, me
     config = handle.llm.llm_engine.vllm_config
     measured.proof = {"dtype": str(config.model_config.dtype).removeprefix("torch."),
                       "compilation_mode": compiled["mode"], "cudagraph_mode": compiled["cudagraph_mode"],
-                      "largest_capture_size": compiled["largest_capture_size"],
+                      "largest_capture_size": compiled["largest_capture_size"], "model_runner": compiled["model_runner"],
                       "chunked_prefill": bool(config.scheduler_config.enable_chunked_prefill),
                       "prefix_caching": bool(config.cache_config.enable_prefix_caching),
                       "vision_encoder_attention": path["attention_backends"]["vision_encoder"] or "no vLLM attention layer",

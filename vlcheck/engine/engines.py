@@ -343,10 +343,11 @@ class EngineCache:
         if why_not:
             raise EngineUnavailable(why_not, True)
         in_process_core = bool(overrides.pop("in_process_core", False))
+        environment = dict(overrides.pop("environment", None) or {})
         _refuse_declared_in_process(spec, variant, platform, in_process_core)
         from vlcheck.adapter.shared_engine import available as shared_engine_unavailable
 
-        served = (serves_too(platform, overrides, in_process_core) and self.shares_server(spec, variant)
+        served = (serves_too(platform, overrides, in_process_core) and not environment and self.shares_server(spec, variant)
                   and shared_engine_unavailable() is None)
         args, used, local = engine_args(spec, variant, weights, platform=platform, **overrides)
         needed = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
@@ -354,7 +355,7 @@ class EngineCache:
         if needed > have:
             raise EngineUnavailable(f"{spec.name}: needs {needed} GPUs (tensor_parallel_size), this runner has {have}", True)
         key = (platform, spec.name, variant.kind, tuple(sorted((k, repr(v)) for k, v in args.items())), in_process_core,
-               served)
+               served, tuple(sorted(environment.items())))
         if self.current is not None and self.current.key == key and self.current.watchdog.dead is not None:
             self.failures[key] = self.current.watchdog.dead  # died under an earlier test: no restart
             self.close()
@@ -365,7 +366,7 @@ class EngineCache:
         self.close()
         processor = self._processor(spec, key, local, args)
         start = time.perf_counter()
-        llm, watchdog = self._start(spec, variant, key, args, local, served, platform, in_process_core)
+        llm, watchdog = self._start(spec, variant, key, args, local, served, platform, in_process_core, environment)
         self.current = EngineHandle(key, Watched(llm, watchdog), used, local, time.perf_counter() - start, processor,
                                     dtype=str(args.get("dtype", "auto")), watchdog=watchdog,
                                     platform=platform, server=llm.server if served else None,
@@ -386,7 +387,7 @@ class EngineCache:
             raise EngineUnavailable(self.failures[key], False) from err
 
     def _start(self, spec: FamilySpec, variant: Variant, key: tuple, args: dict, local: str, served: bool,
-               platform: str, in_process_core: bool):
+               platform: str, in_process_core: bool, configured: dict[str, str]):
         """(the started `LLM` or shared engine, its watchdog); a failed start is remembered under `key`."""
         from vllm import LLM
 
@@ -401,7 +402,7 @@ class EngineCache:
         os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
         if platform == "cpu":
             adapter.prepare_cpu_engine()
-        environment = engine_environment(args.get("dtype"))
+        environment = {**engine_environment(args.get("dtype")), **configured}
         if in_process_core:  # a configuration whose proof is read from the scheduler (chunked)
             environment["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         start = time.perf_counter()

@@ -16,7 +16,7 @@ from typing import Any, Literal
 MODALITIES: tuple[str, ...] = ("image", "video")
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
                            "reference", "vllm_reference", "placement", "served", "cpu_engine",
-                           "defaults", "chunked", "prefix", "load", "long", "video_file", "compiled", "fp8", "tp2",
+                           "defaults", "defaults_v2", "chunked", "prefix", "load", "long", "video_file", "compiled", "fp8", "tp2",
                            "encoder_dp")
 """The per-family checks a spec may declare a deviation for (`reference`: the transformers reference
 on CPU; `vllm_reference`: vLLM against it on the GPU tier; `served`: the example's chat request
