@@ -101,24 +101,38 @@ def test_a_declaration_covers_only_the_findings_it_names():
     assert also_other.status is Status.FAIL and also_other.reason == "[single] load: under load, image 2 (64x48): another answer (1 of 2)"
 
 
-def test_chunked_starts_its_engine_core_in_the_test_process_where_its_scheduler_can_be_read(monkeypatch):
-    # On GPUs vLLM spawns the engine core, and the scheduler steps that prove a chunk ended inside an
-    # image were out of reach: chunked skipped on every GPU. Its engine now starts in-process there too.
+@pytest.fixture
+def engine_starts(monkeypatch):
+    """(the args of every `vllm.LLM(...)` an EngineCache makes, hooks each start runs): no engine
+    starts (one GPU pretended, no processor). vLLM's own module has LLM replaced, not a stand-in
+    module: building the checkpoint imports vLLM's configs."""
     from vlcheck import adapter
-    from vlcheck.configurations.checks import engine_overrides
     from vlcheck.engine import engines
-    from vlcheck.spec.registry import get_family
 
-    seen = []
+    started: list[dict] = []
+    hooks: list = []
 
-    class LLM:
-        def __init__(self, **args):
-            seen.append((args.get("max_num_batched_tokens"), os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")))
+    def start(**args):
+        started.append(args)
+        for hook in hooks:
+            hook(args)
 
-    monkeypatch.setattr("vllm.LLM", LLM)  # not a stand-in module: building the checkpoint imports vLLM's configs
+    monkeypatch.setattr("vllm.LLM", start)
     monkeypatch.setattr(engines, "platform_unavailable", lambda platform: None)
     monkeypatch.setattr(engines, "gpu_count", lambda: 1)
     monkeypatch.setattr(adapter, "create_processor", lambda local, args: None)
+    return started, hooks
+
+
+def test_chunked_starts_its_engine_core_in_the_test_process_where_its_scheduler_can_be_read(monkeypatch, engine_starts):
+    # On GPUs vLLM spawns the engine core, and the scheduler steps that prove a chunk ended inside an
+    # image were out of reach: chunked skipped on every GPU. Its engine now starts in-process there too.
+    from vlcheck.configurations.checks import engine_overrides
+    from vlcheck.engine import engines
+
+    seen = []
+    engine_starts[1].append(lambda args: seen.append((args.get("max_num_batched_tokens"),
+                                                      os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING"))))
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     qwen = get_family("qwen2_vl")
     cache = engines.EngineCache()
@@ -130,20 +144,13 @@ def test_chunked_starts_its_engine_core_in_the_test_process_where_its_scheduler_
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ  # set only while the engine starts
 
 
-def test_an_engine_declared_not_to_start_is_not_started_in_the_test_process(monkeypatch):
+def test_an_engine_declared_not_to_start_is_not_started_in_the_test_process(engine_starts):
     # In-process, deepseek_vl_v2's declared engine death (SIGFPE) ended the pytest process on an H100 (rc 136):
     # the family-config had no outcome at all. It is not started there; the eager engine (spawned) still is.
-    from vlcheck import adapter
     from vlcheck.configurations.checks import engine_overrides
     from vlcheck.engine import engines
-    from vlcheck.spec.registry import get_family
 
-    started = []
-    # vLLM's own module with LLM replaced, not a stand-in module: building the checkpoint imports vLLM's configs
-    monkeypatch.setattr("vllm.LLM", lambda **args: started.append(args))
-    monkeypatch.setattr(engines, "platform_unavailable", lambda platform: None)
-    monkeypatch.setattr(engines, "gpu_count", lambda: 1)
-    monkeypatch.setattr(adapter, "create_processor", lambda local, args: None)
+    started = engine_starts[0]
     deepseek = get_family("deepseek_vl_v2")
     assert deepseek.single.deviation("generation") is not None
     with pytest.raises(engines.EngineUnavailable) as refused:
@@ -180,17 +187,12 @@ def test_video_file_is_known_not_to_apply_to_an_example_without_video_before_an_
     assert why_not_applicable(CONFIGURATIONS["video_file"], qwen2_vl, qwen2_vl.single) is None
 
 
-def test_defaults_starts_the_engine_vllm_serve_starts_with_only_what_the_synthetic_checkpoint_forces(monkeypatch):
-    from vlcheck import adapter
+def test_defaults_starts_the_engine_vllm_serve_starts_with_only_what_the_synthetic_checkpoint_forces(engine_starts):
     from vlcheck.configurations.checks import engine_overrides
     from vlcheck.configurations.registry import DEFAULTS_CAPTURE_TOKENS
     from vlcheck.engine import engines
 
-    seen = []
-    monkeypatch.setattr("vllm.LLM", lambda **args: seen.append(args))
-    monkeypatch.setattr(engines, "platform_unavailable", lambda platform: None)
-    monkeypatch.setattr(engines, "gpu_count", lambda: 1)
-    monkeypatch.setattr(adapter, "create_processor", lambda local, args: None)
+    seen = engine_starts[0]
     qwen = get_family("qwen2_vl")
     engines.EngineCache().get(qwen, qwen.single, "seeded", "gpu", **engine_overrides(CONFIGURATIONS["defaults"]))
     args = seen[0]
