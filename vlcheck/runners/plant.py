@@ -3,6 +3,7 @@
     vlcheck plant projector             # every family's projector output x 1.01
     vlcheck plant projector:gemma3      # one family's
     vlcheck plant compiled-only         # Qwen2's decoder layers x 1.01 under torch.compile only
+    vlcheck plant graphs-drop-media     # image prefills replayed by a CUDA graph lose their image
     vlcheck plant --undo                # restore every planted file
     vlcheck plant --list
 
@@ -16,6 +17,10 @@ longer has that line: the plants are written against vLLM 0.24.0 (the reference)
 - `compiled-only`: Qwen2's decoder layer output x 1.01 where torch.compile traces it
   (`torch.compiler.is_compiling()`), so an eager engine never runs it: only the `compiled`
   configuration can catch it (qwen2_vl, qwen2_5_vl, llava-onevision: Qwen2 language models).
+- `graphs-drop-media`: in vLLM's model runner, a step that a CUDA graph replays and that carries
+  encoder inputs (an image prefill) gets its input embeddings made from the token ids alone, so the
+  image's embeddings are dropped: the class of "a model runner whose CUDA graphs dropped image
+  embeddings". Eager engines never replay a graph: only `defaults` (and `compiled`) can catch it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,20 @@ COMPILED_ONLY = ("qwen2.py", "        hidden_states = self.mlp(hidden_states)\n 
                  "        if torch.compiler.is_compiling():  # vlcheck plant: compiled only\n"
                  "            hidden_states = hidden_states * 1.01\n"
                  "        return hidden_states, residual\n")
+
+
+RUNNER = ("v1/worker/gpu_model_runner.py",
+          "            ) = self._preprocess(\n"
+          "                scheduler_output, num_tokens_padded, intermediate_tensors\n"
+          "            )\n",
+          "            ) = self._preprocess(\n"
+          "                scheduler_output, num_tokens_padded, intermediate_tensors\n"
+          "            )\n"
+          "            if (cudagraph_mode != CUDAGraphMode.NONE and scheduler_output.scheduled_encoder_inputs\n"
+          "                    and inputs_embeds is not None):  # vlcheck plant: graphs drop media\n"
+          "                inputs_embeds[:num_tokens_unpadded] = self.model.embed_input_ids(\n"
+          "                    self.input_ids.gpu[:num_tokens_unpadded])\n")
+"""(file under vllm/, the lines there, the lines planted)."""
 
 
 class PlantError(RuntimeError):
@@ -62,6 +81,10 @@ def edit(path: Path, old: str, new: str) -> None:
 
 
 def plant(name: str, models: Path) -> None:
+    if name == "graphs-drop-media":
+        file, old, new = RUNNER
+        edit(models.parent.parent / file, old, new)
+        return
     if name == "compiled-only":
         file, old, new = COMPILED_ONLY
         edit(models / file, old, new)
@@ -76,7 +99,8 @@ def plant(name: str, models: Path) -> None:
 
 
 def undo(models: Path) -> None:
-    for backup in sorted(models.glob(f"*{ORIG}")):
+    runner = (models.parent.parent / RUNNER[0]).parent
+    for backup in sorted([*models.glob(f"*{ORIG}"), *runner.glob(f"*{ORIG}")]):
         target = backup.with_name(backup.name[: -len(ORIG)])
         target.write_text(backup.read_text())
         backup.unlink()
@@ -84,4 +108,5 @@ def undo(models: Path) -> None:
 
 
 def listing() -> list[str]:
-    return [f"projector:{f}  ({file})" for f, (file, _) in PROJECTOR.items()] + [f"compiled-only  ({COMPILED_ONLY[0]})"]
+    return ([f"projector:{f}  ({file})" for f, (file, _) in PROJECTOR.items()] + [f"compiled-only  ({COMPILED_ONLY[0]})"]
+            + [f"graphs-drop-media  ({RUNNER[0]})"])

@@ -1,0 +1,50 @@
+"""`vlcheck plant` against the installed vLLM's own source (copied, never edited in place): each
+plant finds its line in the reference vLLM, leaves valid Python, and `--undo` restores the file."""
+
+import ast
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vlcheck.runners import plant
+
+
+@pytest.fixture
+def vllm_copy(tmp_path):
+    """models_dir() of a copy of the installed vLLM's files the plants edit."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None:
+        pytest.skip("vLLM is not installed")
+    root = Path(list(spec.submodule_search_locations)[0])
+    models = tmp_path / "vllm" / "model_executor" / "models"
+    models.mkdir(parents=True)
+    for _, (file, _) in plant.PROJECTOR.items():
+        shutil.copy(root / "model_executor" / "models" / file, models / file)
+    shutil.copy(root / "model_executor" / "models" / plant.COMPILED_ONLY[0], models / plant.COMPILED_ONLY[0])
+    runner = tmp_path / "vllm" / plant.RUNNER[0]
+    runner.parent.mkdir(parents=True)
+    shutil.copy(root / plant.RUNNER[0], runner)
+    return models
+
+
+@pytest.mark.parametrize("name", ["graphs-drop-media", "compiled-only", "projector:qwen2_vl"])
+def test_a_plant_edits_the_reference_vllms_line_into_valid_python_and_undo_restores_it(vllm_copy, name):
+    files = {p: p.read_text() for p in vllm_copy.parent.parent.rglob("*.py")}
+    plant.plant(name, vllm_copy)
+    changed = [p for p, text in files.items() if p.read_text() != text]
+    assert len(changed) == 1
+    ast.parse(changed[0].read_text())  # still Python
+    assert "vlcheck plant" in changed[0].read_text()
+    plant.undo(vllm_copy)
+    assert all(p.read_text() == text for p, text in files.items())
+    assert not list(vllm_copy.parent.parent.rglob(f"*{plant.ORIG}"))
+
+
+def test_graphs_drop_media_acts_only_on_graph_replayed_steps_with_encoder_inputs(vllm_copy):
+    plant.plant("graphs-drop-media", vllm_copy)
+    planted = (vllm_copy.parent.parent / plant.RUNNER[0]).read_text()
+    condition = next(line for line in planted.splitlines() if "vlcheck plant: graphs drop media" in line or
+                     "cudagraph_mode != CUDAGraphMode.NONE and scheduler_output.scheduled_encoder_inputs" in line)
+    assert "CUDAGraphMode.NONE" in condition and "scheduled_encoder_inputs" in condition
