@@ -32,6 +32,11 @@ then steps of 8 and 16) up to here instead of its default 512, so that a step pr
 examples' longest image prompt replays a graph (seeded synthetic prompts: up to 3,127 tokens, aria's
 12 images; most single-image prompts are under 512)."""
 
+VLLM_DEFAULTS_ARGS = {"enforce_eager": False, "dtype": "auto", "max_num_seqs": None,
+                      "compilation_config": {"max_cudagraph_capture_size": DEFAULTS_CAPTURE_TOKENS}}
+"""Over the test engine's args, what `defaults` undoes or widens: vLLM picks dtype and batch size, compiles
+and captures CUDA graphs; chunked prefill and prefix caching are left to vLLM's own defaults."""
+
 DEFAULTS_CEILING = 1.0
 """Nats: the `defaults` configuration computes in bfloat16 against the float32 eager engine, so its
 distance is bfloat16's rounding (measured per GPU and stored with the eager golden, as every
@@ -99,16 +104,14 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "the engine ran compiled, and CUDA graphs replayed steps that prefilled an image (the model runner's "
         "steps, read in the engine; on the CPU build, which has no CUDA graphs: compiled steps that prefilled "
         "an image); the attention backends of the vision encoder and the decoder are recorded",
-        {"enforce_eager": False, "dtype": "auto", "max_num_seqs": None,
-         "compilation_config": {"max_cudagraph_capture_size": DEFAULTS_CAPTURE_TOKENS}},
-        cpu_engine_args={"dtype": "float32"}, distance_ceiling=DEFAULTS_CEILING, cpu_where_served=True),
+        VLLM_DEFAULTS_ARGS, cpu_engine_args={"dtype": "float32"}, distance_ceiling=DEFAULTS_CEILING,
+        cpu_where_served=True),
     Configuration(
         "defaults_v2", "`defaults` under vLLM's second model runner (VLLM_USE_V2_MODEL_RUNNER=1), where the installed "
         "vLLM has one",
         "as `defaults`, and the engine's worker runs the second model runner (its class, read in the engine)",
-        {"enforce_eager": False, "dtype": "auto", "max_num_seqs": None,
-         "compilation_config": {"max_cudagraph_capture_size": DEFAULTS_CAPTURE_TOKENS}},
-        platforms=("gpu",), distance_ceiling=DEFAULTS_CEILING, environment={"VLLM_USE_V2_MODEL_RUNNER": "1"}),
+        VLLM_DEFAULTS_ARGS, platforms=("gpu",), distance_ceiling=DEFAULTS_CEILING,
+        environment={"VLLM_USE_V2_MODEL_RUNNER": "1"}),
     Configuration(
         "chunked", f"chunked prefill with a {CHUNK_TOKENS}-token step budget (max_num_batched_tokens)",
         "a chunk of some request ends strictly inside an image's placeholder range (the scheduler's steps, "

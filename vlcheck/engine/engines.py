@@ -405,8 +405,8 @@ class EngineCache:
         environment = {**engine_environment(args.get("dtype")), **configured}
         if in_process_core:  # a configuration whose proof is read from the scheduler (chunked)
             environment["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        start = time.perf_counter()
-        for attempt in range(PORT_RACE_RETRIES + 1):
+        start, attempt = time.perf_counter(), 0
+        while True:
             watchdog = Watchdog(f"{spec.name}-{variant.kind}")
             try:
                 with watchdog.starting(), _environment(environment):
@@ -415,13 +415,13 @@ class EngineCache:
             except (Exception, EngineDied) as err:
                 if attempt < PORT_RACE_RETRIES and lost_a_port_race(err, watchdog.log):
                     watchdog.stop(kill=True)
+                    attempt += 1
                     continue
                 words = "" if isinstance(err, EngineDied) else f"\nIts last words ({watchdog.log}):\n{last_words(watchdog.log)}"
                 self.failures[key] = (f"{spec.name}: the engine failed to start after {time.perf_counter() - start:.0f} s"
                                       f"{f' ({attempt + 1} tries: the first lost a port race)' if attempt else ''}: "
                                       f"{type(err).__name__}: {str(err)[:2000]}{words}")
                 raise EngineUnavailable(self.failures[key], False) from err
-        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def remember_eager(self, spec: FamilySpec, variant: Variant, handle: EngineHandle) -> None:
         """Keep the eager engine's generation runs for the configurations started after it."""
