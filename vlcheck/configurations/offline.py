@@ -81,7 +81,8 @@ def against_eager(spec: FamilySpec, variant: Variant, handle, runs: list[g.Shape
             measured.problems.append(f"its distance to the eager engine not stored as noise: {err}")
     held_to = goldens.Golden(stored.recorded_on, reference.outputs, stored.noise)
     now = goldens.environment(reference.dtype, handle.model_dir)
-    measured.held_to_golden(goldens.compare_shapes(held_to, actual, now, configuration=config.name),
+    measured.held_to_golden(goldens.compare_shapes(held_to, actual, now, configuration=config.name,
+                                                     noise_of=config.noise_of),
                             "this run's eager engine")
 
 

@@ -77,6 +77,10 @@ class Configuration:
     distance_ceiling: float = CONFIGURATION_CEILING
     """Nats: its distance to the eager engine is stored as its noise (`--vlcheck-measure-noise`) only
     below this; beyond, the move is a finding for a person to read."""
+    noise_of: str | None = None
+    """The configuration whose measured distance to the eager engine stands for this one's where its
+    own is not measured: an engine of the same numerics (dtype, compilation, CUDA graphs), another code
+    path. The tolerance says it borrowed."""
     cpu_where_served: bool = False
     """On vLLM's CPU build it runs only where --vlcheck-serve selects the family-config (its engine
     costs minutes there, so CI gives it the family-configs it serves)."""
@@ -111,7 +115,7 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "vLLM has one",
         "as `defaults`, and the engine's worker runs the second model runner (its class, read in the engine)",
         VLLM_DEFAULTS_ARGS, platforms=("gpu",), distance_ceiling=DEFAULTS_CEILING,
-        environment={"VLLM_USE_V2_MODEL_RUNNER": "1"}),
+        environment={"VLLM_USE_V2_MODEL_RUNNER": "1"}, noise_of="defaults"),
     Configuration(
         "chunked", f"chunked prefill with a {CHUNK_TOKENS}-token step budget (max_num_batched_tokens)",
         "a chunk of some request ends strictly inside an image's placeholder range (the scheduler's steps, "

@@ -154,9 +154,10 @@ def tolerance_for(recorded_on: dict | None, now: dict[str, str]) -> float:
     return REPEAT_TOLERANCE if same_environment(recorded_on, now) else NOISE_TOLERANCE
 
 
-def shape_tolerance(stored: "Golden", now: dict[str, str], shape: str, configuration: str | None = None) -> noise.Tolerance:
+def shape_tolerance(stored: "Golden", now: dict[str, str], shape: str, configuration: str | None = None,
+                    noise_of: str | None = None) -> noise.Tolerance:
     """The measured noise's tolerance for `shape` where the golden stores it, else the fixed one, saying so."""
-    measured = noise.tolerance(stored.noise, now["gpu"], shape, configuration)
+    measured = noise.tolerance(stored.noise, now["gpu"], shape, configuration, noise_of)
     if measured is not None:
         return measured
     fixed = tolerance_for(stored.recorded_on, now)
@@ -166,12 +167,14 @@ def shape_tolerance(stored: "Golden", now: dict[str, str], shape: str, configura
 
 
 def compare_shapes(stored: "Golden", actual: dict[str, list[dict]], now: dict[str, str],
-                   configuration: str | None = None) -> dict[str, tuple[noise.Tolerance, list[str]]]:
+                   configuration: str | None = None, noise_of: str | None = None
+                   ) -> dict[str, tuple[noise.Tolerance, list[str]]]:
     """Per shape of `actual`: its tolerance and what moved beyond it (`within_noise`); `configuration`:
-    a configuration held to the eager golden (its own measured distance counts as noise)."""
+    a configuration held to the eager golden (its own measured distance counts as noise, or where it
+    has none, that of `noise_of`)."""
     found = {}
     for shape, outputs in actual.items():
-        rule = shape_tolerance(stored, now, shape, configuration)
+        rule = shape_tolerance(stored, now, shape, configuration, noise_of)
         found[shape] = (rule, compare_golden(stored.outputs.get(shape, []), outputs, rule.nats))
     return found
 

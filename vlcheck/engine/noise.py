@@ -59,22 +59,31 @@ def _largest(measured: dict[str, dict[str, float]], shape: str, kinds: tuple[str
     return max(values) if values else None
 
 
-def tolerance(noise: dict | None, device: str, shape: str, configuration: str | None = None) -> Tolerance | None:
+def tolerance(noise: dict | None, device: str, shape: str, configuration: str | None = None,
+              noise_of: str | None = None) -> Tolerance | None:
     """The tolerance for `shape` compared on `device` (a GPU's name, or `cpu`), or None when the
     golden stores no noise for that shape (a golden recorded before noise was measured).
-    `configuration`: a configuration held to the eager golden, whose own measured distance counts too."""
+    `configuration`: a configuration held to the eager golden, whose own measured distance counts too;
+    where none is measured for `shape`, that of `noise_of` (an engine of the same numerics) does."""
     measured = {d: n for d, n in (noise or {}).items() if d != "versions" and _largest(n, shape) is not None}
     if not measured:
         return None
+    note = ""
+    if configuration and not _measured_for(measured, configuration, shape):
+        note = f"; no {configuration} distance to the eager engine measured (--vlcheck-measure-noise)"
+        if noise_of and _measured_for(measured, noise_of, shape):
+            configuration, note = noise_of, f"{note}: {noise_of}'s, the same numerics"
     kinds = KINDS + ((configuration,) if configuration else ())
     if device in measured:
         largest, where = _largest(measured[device], shape, kinds), f"measured on {device}"
     else:
         largest = max(_largest(n, shape, kinds) for n in measured.values())
         where = f"no noise measured on {device}: the largest measured on {', '.join(sorted(measured))}"
-    if configuration and not any(shape in n.get(configuration, {}) for n in measured.values()):
-        where += f"; no {configuration} distance to the eager engine measured (--vlcheck-measure-noise)"
-    return Tolerance(scaled(largest), f"{NOISE_FACTOR} x {largest} nats of noise, {where}")
+    return Tolerance(scaled(largest), f"{NOISE_FACTOR} x {largest} nats of noise, {where}{note}")
+
+
+def _measured_for(measured: dict[str, dict], configuration: str, shape: str) -> bool:
+    return any(shape in n.get(configuration, {}) for n in measured.values())
 
 
 def configuration_distance_refused(name: str, distance: dict[str, float], not_near_ties: list[str],

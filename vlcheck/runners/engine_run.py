@@ -27,12 +27,34 @@ def engine_tests() -> str:
     return os.path.dirname(tier.__file__)
 
 
+GPU_DEFAULT_CONFIGURATIONS = ("defaults",)
+"""What the GPU runs (`vlcheck tier gpu`, `vlcheck check --gpu`) add to the eager tests where no
+configuration is chosen: the engine users get from `vllm serve MODEL`
+(vlcheck/configurations/vllm_defaults.py). Choosing `eager` runs the eager tests alone."""
+GPU_SERVED = ("all",)
+"""Every family-config's engine on a GPU also serves vLLM's OpenAI app for the served checks: one
+engine start serves both. On vLLM's CPU build a served engine costs minutes, so none is served there."""
+
+
+def configuration_args(platform: str, configs: list[str]) -> list[str]:
+    """The pytest options choosing the configurations run beside the eager tests: on GPUs
+    `GPU_DEFAULT_CONFIGURATIONS` unless some are chosen. Every GPU runner takes them from here, so
+    `vlcheck check --gpu` and `vlcheck tier gpu` give the same cells."""
+    if platform == "gpu":
+        configs = configs or list(GPU_DEFAULT_CONFIGURATIONS)
+    return [w for name in configs for w in ("--vlcheck-config", name)]
+
+
+def serve_args(platform: str) -> list[str]:
+    return [w for name in GPU_SERVED for w in ("--vlcheck-serve", name)] if platform == "gpu" else []
+
+
 def command(platform: str, families: list[str], configs: list[str], weights: str, report: Path) -> list[str]:
     marker = "gpu" if platform == "gpu" else "cpu_engine"
     return [sys.executable, "-m", "pytest", "-m", marker, "-p", "no:cacheprovider", "-q", "-rfEsxX",
             "--vlcheck-engine-report", str(report), "--vlcheck-weights", weights,
             *(w for name in families for w in ("--vlcheck-family", name)),
-            *(w for name in configs for w in ("--vlcheck-config", name)), engine_tests()]
+            *serve_args(platform), *configuration_args(platform, configs), engine_tests()]
 
 
 def run(platform: str, families: list[str], configs: list[str], weights: str,
