@@ -135,7 +135,7 @@ def _compare_run(spec, variant, modality, questions, count, run: seeds.ExampleRu
 def _compare_stops(variant: Variant, run: seeds.ExampleRun, where: str) -> list[str]:
     got = run.stop_token_ids
     ids = tuple(t for t in got or () if isinstance(t, int))
-    tokens = tuple(t.token for t in got or () if isinstance(t, seeds.StopTokenOf))
+    tokens = _stop_tokens(run)
     eos = seeds.EOS_TOKEN_ID in (got or ())
     problems = []
     if (ids or None) != variant.stop_token_ids:
@@ -203,4 +203,15 @@ def compare_drift(spec: FamilySpec, variant: Variant, drift: Drift) -> list[str]
             for k, v in drift.engine_args.items():
                 if got.get(k) != v:
                     problems.append(f"{where}: engine_args.{k}: drift {v!r} != seed {got.get(k)!r}")
+    if drift.stop_tokens is not None:
+        if not runnable:
+            problems.append(f"{where}: stop_tokens drifts need a runnable seed")
+        elif _stop_tokens(run) != drift.stop_tokens:
+            problems.append(f"{where}: stop_tokens: drift {drift.stop_tokens} != seed {_stop_tokens(run)}")
+        if drift.stop_tokens == variant.stop_tokens:
+            problems.append(f"{where}: stop_tokens equal the spec's: not a drift")
     return problems
+
+
+def _stop_tokens(run: seeds.ExampleRun) -> tuple[str, ...]:
+    return tuple(t.token for t in run.stop_token_ids or () if isinstance(t, seeds.StopTokenOf))

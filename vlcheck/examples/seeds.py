@@ -31,10 +31,18 @@ def seeds_dir() -> Path:
     return Path(os.environ.get(SEEDS_ENV, DEFAULT_SEEDS_DIR))
 
 
+NEWER_SINGLE = "newer/vision_language.py"
+"""vLLM's later single-image example script, the newest source of the families it has."""
+
+
 def seed_file(seed: str) -> Path | None:
-    """A seed by its id (`"000"`: `000_*.txt` in the seeds folder), or an example script by its path."""
+    """A seed by its id (`"000"`: `000_*.txt` in the seeds folder), or an example script by its path:
+    as given, else inside the seeds folder (`newer/vision_language.py`, as specs name it)."""
     if seed.endswith(".py"):
-        return Path(seed) if Path(seed).is_file() else None
+        path = Path(seed)
+        if not path.is_file() and not path.is_absolute():
+            path = seeds_dir() / seed
+        return path if path.is_file() else None
     found = sorted(seeds_dir().glob(f"{seed}_*.txt"))
     return found[0] if found else None
 

@@ -361,7 +361,8 @@ def _read_drifts(r: _Reader) -> list[Drift]:
         drift = Drift(seed=d.get("seed", str, required=True), function=d.get("function", str, required=True),
                       kind=d.get("kind", str, required=True), note=d.get("note", str, required=True),
                       template=d.get("template", str), content=d.get("content", str),
-                      engine_args=d.get("engine_args", dict))
+                      engine_args=d.get("engine_args", dict),
+                      stop_tokens=tuple(d.get("stop_tokens", list)) if "stop_tokens" in table else None)
         d.done()
         if drift.kind not in _DRIFT_KINDS:
             raise SpecError(r.path, d.field("kind"), f"expected one of {', '.join(_DRIFT_KINDS)}")

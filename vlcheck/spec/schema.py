@@ -161,7 +161,7 @@ class Drift:
     seed: str
     function: str
     kind: Literal["whitespace", "placeholder-lost", "engine-arg-renamed", "engine-arg-changed", "model-renamed",
-                  "prompt-changed"]
+                  "prompt-changed", "stop-tokens-changed"]
     note: str
     """What changed, in words."""
 
@@ -173,6 +173,9 @@ class Drift:
 
     engine_args: dict[str, Any] | None = None
     """The older version's engine args, when they differ (e.g. a since-removed arg)."""
+
+    stop_tokens: tuple[str, ...] | None = None
+    """The older version's stop tokens, when they differ."""
 
 
 @dataclass(frozen=True)
