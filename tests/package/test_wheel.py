@@ -115,7 +115,7 @@ def test_vlcheck_list_runs_from_the_installed_package(installed, tmp_path):
     listed = _run([str(installed / "vlcheck"), "list", "--json"], **_outside_checkout(tmp_path))
     assert listed.returncode == 0, listed.stderr
     families = json.loads(listed.stdout)
-    assert sorted(f["name"] for f in families) == sorted(all_families())  # the 63 of the checkout
+    assert sorted(f["name"] for f in families) == sorted(all_families())  # every family of the checkout
     assert len(families) == len(list(BUILTIN_SPEC_DIR.glob("*.toml")))
     assert all(f["spec"].startswith(venv) for f in families), [f["spec"] for f in families][:3]
     table = _run([str(installed / "vlcheck"), "list"], **_outside_checkout(tmp_path))
