@@ -90,11 +90,12 @@ def test_a_configurations_distance_to_eager_counts_for_that_configuration_only()
 
 
 def test_a_configuration_without_its_own_distance_borrows_the_one_of_the_same_numerics_and_says_so():
-    # defaults_v2 on an H200, 2026-11-28: bf16 moved llava's first token 0.04 nats from the eager engine;
-    # with the eager noise alone (3 x 0.000918) it failed though only the model runner differed
+    # defaults_v2 on an H200, 2026-11-28: bf16 moved llava's and qwen2_vl's top-5 logprobs up to 0.06-0.10
+    # nats from the eager engine; held to the eager noise alone (3 x 0.000918) all 4 family-configs failed
+    # though only the model runner differed
     with_defaults = noise.with_configuration(MEASURED, H100["gpu"], H200, "defaults", {"image x1": 0.15})
     borrowed = noise.tolerance(with_defaults, H100["gpu"], "image x1", "defaults_v2", noise_of="defaults")
-    assert borrowed.nats == 0.45 and "no defaults_v2 distance" in borrowed.basis and "defaults's" in borrowed.basis
+    assert borrowed.nats == 0.45 and "no defaults_v2 distance" in borrowed.basis and "the distance of defaults" in borrowed.basis
     own = noise.with_configuration(with_defaults, H100["gpu"], H200, "defaults_v2", {"image x1": 0.01})
     assert noise.tolerance(own, H100["gpu"], "image x1", "defaults_v2", noise_of="defaults").nats == 0.03
     # nothing to borrow: the eager noise alone, as before

@@ -72,7 +72,7 @@ def tolerance(noise: dict | None, device: str, shape: str, configuration: str | 
     if configuration and not _measured_for(measured, configuration, shape):
         note = f"; no {configuration} distance to the eager engine measured (--vlcheck-measure-noise)"
         if noise_of and _measured_for(measured, noise_of, shape):
-            configuration, note = noise_of, f"{note}: {noise_of}'s, the same numerics"
+            configuration, note = noise_of, f"{note}: the distance of {noise_of}, an engine of the same numerics"
     kinds = KINDS + ((configuration,) if configuration else ())
     if device in measured:
         largest, where = _largest(measured[device], shape, kinds), f"measured on {device}"
