@@ -87,12 +87,18 @@ def test_check_gpu_and_tier_gpu_choose_the_same_configurations_and_serve_alike(t
     """`vlcheck check --gpu` measured eager only and served nothing while `vlcheck tier gpu` ran
     `defaults` and the served checks (an H100, 2026-11-28: llava's 10 served cells skipped in one,
     passed in the other)."""
-    from vlcheck.cli.tier_command import gpu_pytest_args
+    import argparse
+
+    from vlcheck.cli.tier_command import gpu_environment, gpu_pytest_args
     from vlcheck.runners import engine_run
 
     check = engine_run.command("gpu", ["llava"], [], "auto", tmp_path / "r.json")
     assert _configs(check) == _configs(gpu_pytest_args([])) == ["defaults"]
-    assert check[check.index("--vlcheck-serve") + 1] == "all"  # the tier serves all unless --serve says less
+    assert check[check.index("--vlcheck-serve") + 1] == "all"
+    tier = argparse.Namespace(family=None, gpus=None, jobs=None, shard=None, deadline=None, config_timeout=None,
+                              out=None, compile_cache=None, record=False, serve=None)
+    assert gpu_environment(tier)["SERVE"] == "all"  # the tier serves all unless --serve says less
+    assert gpu_environment(argparse.Namespace(**{**vars(tier), "serve": ["none"]}))["SERVE"] == ""
     chosen = engine_run.command("gpu", ["llava"], ["chunked"], "auto", tmp_path / "r.json")
     assert _configs(chosen) == _configs(gpu_pytest_args(["--", "--vlcheck-config", "chunked"])) == ["chunked"]
     on_cpu = engine_run.command("cpu", ["llava"], [], "auto", tmp_path / "r.json")

@@ -41,8 +41,10 @@ def gpu_environment(args) -> dict[str, str]:
               "JOBS": args.jobs, "SHARD": args.shard, "DEADLINE": args.deadline,
               "CONFIG_TIMEOUT": args.config_timeout, "OUT": args.out, "COMPILE_CACHE": args.compile_cache}
     env.update({k: str(v) for k, v in chosen.items() if v not in (None, "")})
-    if args.serve is not None:  # `--serve none`: no served checks; unset: every family-config's
-        env["SERVE"] = " ".join(s for s in args.serve if s != "none")
+    from vlcheck.runners.engine_run import GPU_SERVED
+
+    # `--serve none`: no served checks; unset: what every GPU runner serves (`vlcheck check --gpu` too)
+    env["SERVE"] = " ".join(s for s in (args.serve or GPU_SERVED) if s != "none")
     if args.record:
         env["RECORD"] = "1"
     return env

@@ -297,8 +297,8 @@ def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant
         modalities=modalities,
         engine_args=engine_args,
         limit_mm_per_prompt=limit,
-        stop_token_ids=tuple(stop_ids) if stop_ids is not None else None,
-        stop_tokens=tuple(stop_tokens) if stop_tokens is not None else None,
+        stop_token_ids=_optional_tuple(stop_ids),
+        stop_tokens=_optional_tuple(stop_tokens),
         drop_unknown_stop_tokens=r.get("drop_unknown_stop_tokens", bool, False),
         stop_eos_token=r.get("stop_eos_token", bool, False),
         sampling=r.get("sampling", dict),
@@ -362,12 +362,16 @@ def _read_drifts(r: _Reader) -> list[Drift]:
                       kind=d.get("kind", str, required=True), note=d.get("note", str, required=True),
                       template=d.get("template", str), content=d.get("content", str),
                       engine_args=d.get("engine_args", dict),
-                      stop_tokens=tuple(d.get("stop_tokens", list)) if "stop_tokens" in table else None)
+                      stop_tokens=_optional_tuple(d.get("stop_tokens", list)))
         d.done()
         if drift.kind not in _DRIFT_KINDS:
             raise SpecError(r.path, d.field("kind"), f"expected one of {', '.join(_DRIFT_KINDS)}")
         drifts.append(drift)
     return drifts
+
+
+def _optional_tuple(items: list | None) -> tuple | None:
+    return tuple(items) if items is not None else None
 
 
 def _read_deviations(r: _Reader, modalities: dict, inherited: Variant | None) -> tuple[dict, dict]:
