@@ -73,15 +73,6 @@ def test_every_example_has_a_spec():
     assert len(single) == 62 and len(multi) == 16
 
 
-NOT_YET_FROM_NEWER = {
-    "step3": "its prompt's BOS gained fullwidth bars upstream: the prompt's tokens, so its GPU goldens, change",
-    "tarsier2": "hf_overrides gained model_type upstream: the engine it starts changes on the GPU",
-    "qwen2_5_omni": "mm_processor_kwargs fps [1] became 1 upstream: its engine starts where it did not, on the GPU",
-}
-"""Single-image families still specified from seed 000 though the newer script has them: each
-change moves what the GPU tier measures, so it lands with a GPU run that re-records their goldens."""
-
-
 def test_newest_seed_is_the_source():
     """A family present in the newest runnable example is specified from it, not an older one."""
     for seed in ("000", "003", seeds.NEWER_SINGLE):
@@ -90,9 +81,8 @@ def test_newest_seed_is_the_source():
     newest_multi = seeds.example_map("003")
     for name, family in all_families().items():
         if family.single and name in newer_single:
-            newest = ("000", seeds.example_map("000")[name]) if name in NOT_YET_FROM_NEWER else \
-                (seeds.NEWER_SINGLE, newer_single[name])
-            assert (family.single.source.seed, family.single.source.function) == newest, name
+            assert (family.single.source.seed, family.single.source.function) == \
+                (seeds.NEWER_SINGLE, newer_single[name]), name
         if family.multi_image and name in newest_multi:
             assert family.multi_image.source.seed == "003", name
 
