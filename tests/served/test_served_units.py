@@ -172,3 +172,47 @@ def test_the_gpu_server_runs_the_vllm_this_python_imports_not_one_on_path(tmp_pa
     # vLLM's CLI needs a platform (a GPU) to parse its arguments: the code is read, not run here
     compile(argv[2], "<vllm cli>", "exec")
     assert f"from {module} import {function}" in argv[2] and "sys.argv[0] = 'vllm'" in argv[2]
+
+
+def test_engine_server_start_retries_a_lost_port_race(monkeypatch, tmp_path):
+    """A server that exits because another process bound its port meanwhile starts again on a new
+    port; any other failure is raised at once."""
+    from vlcheck.engine import engine_server
+    from vlcheck.served.server import ServerFailed
+
+    ports, started = iter([41001, 41002, 41003]), []
+
+    class Fake:
+        ready_after_s = 1.0
+
+        def __init__(self, argv, port, log, env, fails_with):
+            self.argv, self.port, self.log, self.fails_with = argv, port, log, fails_with
+
+        def wait_ready(self, timeout_s):
+            if self.fails_with:
+                self.log.write_text(self.fails_with)
+                raise ServerFailed(f"the server exited before it was ready; its log {self.log}:\n...", self.log)
+            return self
+
+        def stop(self):
+            pass
+
+    def start_command(argv, port, log, env, failures):
+        started.append(port)
+        return Fake(argv, port, log, env, failures[len(started) - 1])
+
+    monkeypatch.setattr(engine_server, "free_port", lambda: next(ports))
+    monkeypatch.setattr(engine_server, "command", lambda platform, args, port, template: ["vllm", "serve", str(port)])
+    monkeypatch.setattr(engine_server, "environment", lambda platform, args: {})
+    lost = "OSError: [Errno 98] Address already in use"
+    monkeypatch.setattr(engine_server, "start_command",
+                        lambda argv, port, log, env: start_command(argv, port, log, env, [lost, ""]))
+    server = engine_server.start("gpu", {}, None)
+    assert started == [41001, 41002] and server.server.port == 41002
+
+    started.clear()
+    monkeypatch.setattr(engine_server, "start_command",
+                        lambda argv, port, log, env: start_command(argv, port, log, env, ["CUDA out of memory"]))
+    with pytest.raises(ServerFailed):
+        engine_server.start("gpu", {}, None)
+    assert started == [41003]

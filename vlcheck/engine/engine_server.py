@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vlcheck.engine.engines import PORT_RACE_RETRIES, lost_a_port_race
 from vlcheck.engine.serve_flags import SERVED_NAME, flags
 from vlcheck.served.server import (
     Server,
@@ -113,17 +114,28 @@ class EngineServer:
 def start(platform: str, engine_args: dict[str, Any], chat_template: str | None,
           timeout_s: float = READY_TIMEOUT_S) -> EngineServer:
     """A ready server (GET /health answers 200) for `engine_args` with `chat_template` (text; None:
-    the checkpoint's own or vLLM's fallback), or ServerFailed with its log's tail."""
+    the checkpoint's own or vLLM's fallback), or ServerFailed with its log's tail. A start that lost
+    its port to another process between `free_port` and vLLM's bind is tried again on a new port
+    (an H200, 2026-11-28: glm4_5v_fp8's server among 17 family-configs starting side by side)."""
     folder = Path(tempfile.mkdtemp(prefix="vlcheck-engine-server-"))
     template = None
     if chat_template is not None:
         template = folder / "chat_template.jinja"
         template.write_text(chat_template)
-    port = free_port()
-    argv = command(platform, engine_args, port, template)
-    server = start_command(argv, port, folder / "server.log", environment(platform, engine_args))
-    server.wait_ready(timeout_s)
-    return EngineServer(server, server.ready_after_s or 0.0)
+    for attempt in range(PORT_RACE_RETRIES + 1):
+        port = free_port()
+        argv = command(platform, engine_args, port, template)
+        log = folder / f"server{'' if not attempt else f'-{attempt + 1}'}.log"
+        server = start_command(argv, port, log, environment(platform, engine_args))
+        try:
+            server.wait_ready(timeout_s)
+        except ServerFailed as err:
+            server.stop()
+            if attempt < PORT_RACE_RETRIES and lost_a_port_race(err, log):
+                continue
+            raise
+        return EngineServer(server, server.ready_after_s or 0.0)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def metric(metrics_text: str, name: str) -> float:
