@@ -27,10 +27,13 @@ def vllm_copy(tmp_path):
     runner = tmp_path / "vllm" / plant.RUNNER[0]
     runner.parent.mkdir(parents=True)
     shutil.copy(root / plant.RUNNER[0], runner)
+    processing = tmp_path / "vllm" / plant.SLOW_PROCESSOR[0]
+    processing.parent.mkdir(parents=True)
+    shutil.copy(root / plant.SLOW_PROCESSOR[0], processing)
     return models
 
 
-@pytest.mark.parametrize("name", ["graphs-drop-media", "compiled-only", "projector:qwen2_vl"])
+@pytest.mark.parametrize("name", ["graphs-drop-media", "compiled-only", "projector:qwen2_vl", "slow-processor:qwen2_vl"])
 def test_a_plant_edits_the_reference_vllms_line_into_valid_python_and_undo_restores_it(vllm_copy, name):
     files = {p: p.read_text() for p in vllm_copy.parent.parent.rglob("*.py")}
     plant.plant(name, vllm_copy)
@@ -51,3 +54,13 @@ def test_graphs_drop_media_acts_only_on_graph_replayed_steps_with_encoder_inputs
     guard = ast.unparse(block.test)
     assert "cudagraph_mode != CUDAGraphMode.NONE" in guard and "scheduler_output.scheduled_encoder_inputs" in guard
     assert plant.RUNNER[2].startswith(plant.RUNNER[1])  # the anchor itself is kept as it was
+
+
+def test_slow_processor_sleeps_for_its_family_only(vllm_copy):
+    plant.plant("slow-processor:llava-next-video", vllm_copy)
+    planted = (vllm_copy.parent.parent / plant.SLOW_PROCESSOR[0]).read_text()
+    assert "hf_config.model_type == 'llava_next_video':" in planted  # the config's model_type, not the family's name
+    assert f"sleep({plant.SLOWDOWN} * (" in planted
+    plant.undo(vllm_copy)
+    with pytest.raises(plant.PlantError, match="no such family"):
+        plant.plant("slow-processor:no_such_family", vllm_copy)

@@ -27,3 +27,13 @@ def video_loader(model_dir: str) -> str:
     record("video loader", GENERATION)
     return (get_video_loader_backend_for_processor(get_video_processor_cls_name_from_config(model_dir))
             or envs.VLLM_VIDEO_LOADER_BACKEND)
+
+
+def decode(model_dir: str, data: bytes, num_frames: int = 32):
+    """vLLM's own decoding of a video file's bytes with the loader it picks for this checkpoint
+    (frames and metadata, as the media connector hands them to the processor)."""
+    try:
+        from vllm.multimodal.video import VIDEO_LOADER_REGISTRY
+    except ImportError:
+        raise unknown("video loader", "vllm.multimodal.video.VIDEO_LOADER_REGISTRY") from None
+    return VIDEO_LOADER_REGISTRY.load(video_loader(model_dir)).load_bytes(data, num_frames=num_frames)

@@ -35,7 +35,7 @@ def own_exit_codes() -> dict[str, tuple[list[tuple[int, str, str]], str]]:
     """Per command (a matrix subcommand as `matrix run`): its own exit codes as (code, label, meaning),
     and a note; 1 and 2 (`COMMON_EXITS`) are added to each by `exit_codes`. A command's own 2 replaces
     the common one."""
-    from vlcheck.cli import plant_command, pr_command, seeds_command, store_command, tier_command
+    from vlcheck.cli import plant_command, pr_command, seeds_command, speed_command, store_command, tier_command
     from vlcheck.gate import diff
     from vlcheck.versions import bisect, envs, matrix, same_source
 
@@ -70,6 +70,7 @@ def own_exit_codes() -> dict[str, tuple[list[tuple[int, str, str]], str]]:
     own.update({f"tier {name}": (codes, "") for name, codes in tier_command.EXIT_CODES.items()})
     own.update({name: (codes, "") for name, codes in plant_command.EXIT_CODES.items()})
     own.update({f"seeds {name}": (codes, "") for name, codes in seeds_command.EXIT_CODES.items()})
+    own.update({f"speed {name}": (codes, "") for name, codes in speed_command.EXIT_CODES.items()})
     return own
 
 

@@ -101,10 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=cmd_run)
 
-    from vlcheck.cli import plant_command, pr_command, seeds_command, store_command, tier_command
+    from vlcheck.cli import plant_command, pr_command, seeds_command, speed_command, store_command, tier_command
     from vlcheck.versions import bisect, envs, matrix
 
-    for module in (envs, bisect, matrix, store_command, pr_command, tier_command, plant_command, seeds_command):  # each subcommand's arguments live in its own module
+    for module in (envs, bisect, matrix, store_command, pr_command, tier_command, plant_command, seeds_command,
+                   speed_command):  # each subcommand's arguments live in its own module
         module.register(sub)
     import textwrap
 
@@ -116,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         if not leaf.description:
             leaf.description = textwrap.fill(summary[0].upper() + summary[1:] + ".", 100)
         leaf.epilog = (leaf.epilog.rstrip("\n") + "\n\n" if leaf.epilog else "") + exit_epilog(*codes[name])
-    for group in ("matrix", "store", "pr", "tier", "seeds"):
+    for group in ("matrix", "store", "pr", "tier", "seeds", "speed"):
         sub.choices[group].epilog = group_epilog({n: codes[n][0] for n in codes if n.startswith(f"{group} ")})
     parser.epilog = textwrap.fill("exit codes: 0 ok (SAFE), 2 bad input or usage, 1 only when vlcheck itself "
                                   "crashed; each command's --help lists its own (docs/cli.md: all of them)", 100)

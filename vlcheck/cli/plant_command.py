@@ -36,8 +36,9 @@ def register(sub) -> None:
                                    "it as <file>.vlcheck-orig), written against vLLM 0.24.0; where that line is gone it "
                                    "fails naming the file and line. projector[:FAMILY]: the vision features x 1.01 after "
                                    "the projector; compiled-only: Qwen2's decoder layers x 1.01 only where torch.compile "
-                                   "traces them (only the `compiled` configuration can catch it).")
-    p.add_argument("plants", nargs="*", metavar="PLANT", help="projector, projector:FAMILY, compiled-only, graphs-drop-media")
+                                   "traces them (only the `compiled` configuration can catch it); slow-processor:FAMILY: that "
+                                   "family's multimodal processing 30% slower (only `vlcheck speed ab` can catch it).")
+    p.add_argument("plants", nargs="*", metavar="PLANT", help="projector, projector:FAMILY, compiled-only, graphs-drop-media, slow-processor:FAMILY")
     p.add_argument("--undo", action="store_true", help="restore every planted file")
     p.add_argument("--list", action="store_true", help="the plants and the files they edit")
     p.set_defaults(func=cmd_plant)

@@ -4,6 +4,7 @@
     vlcheck plant projector:gemma3      # one family's
     vlcheck plant compiled-only         # Qwen2's decoder layers x 1.01 under torch.compile only
     vlcheck plant graphs-drop-media     # image prefills replayed by a CUDA graph lose their image
+    vlcheck plant slow-processor:qwen2_vl  # one family's multimodal processing 30% slower
     vlcheck plant --undo                # restore every planted file
     vlcheck plant --list
 
@@ -21,6 +22,9 @@ longer has that line: the plants are written against vLLM 0.24.0 (the reference)
   encoder inputs (an image prefill) gets its input embeddings made from the token ids alone, so the
   image's embeddings are dropped: the class of "a model runner whose CUDA graphs dropped image
   embeddings". Eager engines never replay a graph: only `defaults` (and `compiled`) can catch it.
+- `slow-processor:<family>`: vLLM's multimodal processor, for the family's model type only, sleeps
+  30% of the time its HF-processor step took (cache hit or miss): the class of "a release made one
+  family's preprocessing slower", which only `vlcheck speed ab` can catch.
 """
 
 from __future__ import annotations
@@ -57,6 +61,22 @@ RUNNER = ("v1/worker/gpu_model_runner.py",
           "                    self.input_ids.gpu[:num_tokens_unpadded])\n")
 """(file under vllm/, the lines there, the lines planted)."""
 
+SLOW_PROCESSOR = ("multimodal/processing/processor.py",
+                  "        (\n"
+                  "            prompt_ids,\n"
+                  "            mm_info,\n"
+                  "            is_update_applied,\n"
+                  "        ) = self._cached_apply_hf_processor(inputs, timing_ctx)\n",
+                  "        _planted_start = __import__(\"time\").perf_counter()  # vlcheck plant: slow processor\n"
+                  "        (\n"
+                  "            prompt_ids,\n"
+                  "            mm_info,\n"
+                  "            is_update_applied,\n"
+                  "        ) = self._cached_apply_hf_processor(inputs, timing_ctx)\n"
+                  "        if self.info.ctx.model_config.hf_config.model_type == {model_type!r}:\n"
+                  "            __import__(\"time\").sleep(SLOWDOWN * (__import__(\"time\").perf_counter() - _planted_start))\n")
+SLOWDOWN = 0.3
+
 
 class PlantError(RuntimeError):
     """The plant cannot be made here: the message names the file and line, or the unknown plant."""
@@ -85,6 +105,11 @@ def plant(name: str, models: Path) -> None:
         file, old, new = RUNNER
         edit(models.parent.parent / file, old, new)
         return
+    if name.startswith("slow-processor:"):
+        file, old, new = SLOW_PROCESSOR
+        new = new.format(model_type=model_type_of(name.partition(":")[2])).replace("SLOWDOWN", str(SLOWDOWN))
+        edit(models.parent.parent / file, old, new)
+        return
     if name == "compiled-only":
         file, old, new = COMPILED_ONLY
         edit(models / file, old, new)
@@ -98,9 +123,20 @@ def plant(name: str, models: Path) -> None:
             edit(models / file, line, line.rstrip("\n") + " * 1.01  # vlcheck plant: projector 1%\n")
 
 
+def model_type_of(family: str) -> str:
+    """The config's model_type vLLM sees for a family's synthetic checkpoint."""
+    from vlcheck.spec.registry import all_families
+
+    spec = all_families().get(family)
+    if spec is None or spec.synthetic is None or not spec.synthetic.model_type:
+        raise PlantError(f"slow-processor:{family}: no such family with a synthetic checkpoint (`vlcheck list`)")
+    return spec.synthetic.model_type
+
+
 def undo(models: Path) -> None:
-    runner = (models.parent.parent / RUNNER[0]).parent
-    for backup in sorted([*models.glob(f"*{ORIG}"), *runner.glob(f"*{ORIG}")]):
+    vllm = models.parent.parent
+    folders = [models, (vllm / RUNNER[0]).parent, (vllm / SLOW_PROCESSOR[0]).parent]
+    for backup in sorted(b for folder in folders for b in folder.glob(f"*{ORIG}")):
         target = backup.with_name(backup.name[: -len(ORIG)])
         target.write_text(backup.read_text())
         backup.unlink()
@@ -109,4 +145,4 @@ def undo(models: Path) -> None:
 
 def listing() -> list[str]:
     return ([f"projector:{f}  ({file})" for f, (file, _) in PROJECTOR.items()] + [f"compiled-only  ({COMPILED_ONLY[0]})"]
-            + [f"graphs-drop-media  ({RUNNER[0]})"])
+            + [f"graphs-drop-media  ({RUNNER[0]})", f"slow-processor:FAMILY  ({SLOW_PROCESSOR[0]})"])

@@ -1,0 +1,62 @@
+"""`vlcheck speed ab`'s driver on stand-in workers (the rounds' order, what it compares, what it
+names), and one real worker of this environment answering over its JSON-lines protocol."""
+
+import io
+import json
+
+import pytest
+
+from vlcheck.speed import ab
+
+
+class FakeWorker:
+    asked: list[str] = []
+
+    def __init__(self, label, env):
+        self.label = label
+        self.hello = {"versions": {"vllm": "x", "transformers": "y"}, "machine": {"cpu": "c", "cores": 2, "gpus": []}}
+
+    def ask(self, family, variant, repeats):
+        FakeWorker.asked.append(self.label)
+        slow = 1.3 if (self.label == "candidate" and family == "slowfam") else 1.0
+        wobble = 1 + 0.01 * (len(FakeWorker.asked) % 3)
+        if family == "broken":
+            return {"family": family, "variant": variant, "skip": "vLLM's processor fails on the example"}
+        return {"family": family, "variant": variant,
+                "timings": {"processor": [0.01 * slow * wobble] * repeats, "processor_cached": [0.002 * wobble] * repeats}}
+
+    def close(self):
+        pass
+
+
+def test_rounds_alternate_abba_and_only_the_slowed_family_is_named(monkeypatch, tmp_path):
+    FakeWorker.asked = []
+    monkeypatch.setattr(ab, "Worker", FakeWorker)
+    report = ab.run(tmp_path, tmp_path, [("slowfam", "single"), ("fine", "single"), ("broken", "single")],
+                    rounds=6, repeats=3, progress=lambda line: None)
+    assert FakeWorker.asked[:2] == ["baseline", "candidate"] and FakeWorker.asked[6:8] == ["candidate", "baseline"]
+    assert report["same_machine"]
+    assert ab.slower(report) == [f"slowfam-single: processor x1.3 (beyond x{report['family_configs'][0]['comparisons'][0]['threshold']})"]
+    verdicts = {r["family"]: r["verdict"] for r in report["family_configs"]}
+    assert verdicts == {"slowfam": "SLOWER", "fine": "same", "broken": "skip"}
+    assert report["family_configs"][2]["skip"]["baseline"].startswith("vLLM's processor fails")
+
+
+def test_a_missing_environment_is_named(tmp_path):
+    with pytest.raises(ab.WorkerFailed, match="no bin/python"):
+        ab.python_of(tmp_path / "nowhere")
+
+
+def test_the_worker_times_a_family_config_and_skips_an_unknown_one():
+    pytest.importorskip("vllm")
+    from vlcheck.speed.worker import serve
+
+    asks = [{"family": "qwen2_vl", "variant": "single", "repeats": 2},
+            {"family": "no_such_family", "variant": "single", "repeats": 2}]
+    out = io.StringIO()
+    assert serve(io.StringIO("".join(json.dumps(a) + "\n" for a in asks)), out) == 0
+    hello, timed, skipped = (json.loads(line) for line in out.getvalue().splitlines())
+    assert hello["versions"]["vllm"] and hello["machine"]["cores"] > 0
+    assert set(timed["timings"]) == {"processor", "processor_cached", "video_decode"}
+    assert all(len(s) == 2 and all(x > 0 for x in s) for s in timed["timings"].values())
+    assert "no such family-config" in skipped["skip"]

@@ -1,0 +1,124 @@
+"""Two environments on one machine, interleaved: one worker process each (`worker.py`), asked for
+the same family-config one after the other, in ABBA order over the rounds so that neither side is
+always first (a machine that warms up or heats up would otherwise favour one)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from vlcheck.speed.fingerprint import same_machine
+from vlcheck.speed.rule import Comparison, compare
+
+
+class WorkerFailed(RuntimeError):
+    """An environment's worker could not start or stopped answering: the message names the environment."""
+
+
+def python_of(env: Path) -> Path:
+    """The Python of a virtual environment (a folder), or the interpreter itself. The worker runs as
+    `python -m vlcheck.cli`: a copied environment's console scripts still name the original's Python."""
+    python = env if env.is_file() else env / "bin" / "python"
+    if not python.exists():
+        raise WorkerFailed(f"{env}: no bin/python here (a virtual environment with vlcheck installed: "
+                           "`vlcheck env` makes one per version pair)")
+    return python
+
+
+class Worker:
+    def __init__(self, label: str, env: Path):
+        """Spec folders reach the worker through $VLCHECK_SPEC_PATH, which it inherits."""
+        self.label, self.env = label, env
+        argv = [str(python_of(env)), "-m", "vlcheck.cli", "speed", "worker"]
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.hello = self._read()
+
+    def _read(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            code = self.process.wait()
+            raise WorkerFailed(f"{self.label} ({self.env}): the worker exited ({code}) without answering; run "
+                               f"`{python_of(self.env)} -m vlcheck.cli speed worker` to see why")
+        return json.loads(line)
+
+    def ask(self, family: str, variant: str, repeats: int) -> dict:
+        self.process.stdin.write(json.dumps({"family": family, "variant": variant, "repeats": repeats}) + "\n")
+        self.process.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@dataclass
+class ConfigResult:
+    family: str
+    variant: str
+    rounds: dict[str, dict[str, list[float]]] = field(default_factory=lambda: {"baseline": {}, "candidate": {}})
+    """Per side, per metric: each round's median seconds per call."""
+    skip: dict[str, str] = field(default_factory=dict)
+    comparisons: list[Comparison] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        verdicts = {c.verdict for c in self.comparisons}
+        for v in ("SLOWER", "FASTER", "same", "undecided"):
+            if v in verdicts:
+                return v
+        return "skip"
+
+    def to_json(self) -> dict:
+        return {"family": self.family, "variant": self.variant, "verdict": self.verdict, "skip": self.skip,
+                "comparisons": [c.to_json() for c in self.comparisons], "round_medians": self.rounds}
+
+
+def run(baseline: Path, candidate: Path, configs: list[tuple[str, str]], rounds: int, repeats: int,
+        progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> dict:
+    start = time.monotonic()
+    workers = {"baseline": Worker("baseline", baseline), "candidate": Worker("candidate", candidate)}
+    try:
+        results = {c: ConfigResult(*c) for c in configs}
+        for r in range(rounds):
+            order = ("baseline", "candidate") if r % 2 == 0 else ("candidate", "baseline")
+            for family, variant in configs:
+                for side in order:
+                    answer = workers[side].ask(family, variant, repeats)
+                    result = results[(family, variant)]
+                    if "skip" in answer:
+                        result.skip[side] = answer["skip"]
+                        continue
+                    for metric, samples in answer["timings"].items():
+                        result.rounds[side].setdefault(metric, []).append(statistics.median(samples))
+            progress(f"round {r + 1}/{rounds} done ({time.monotonic() - start:.0f} s)")
+        for result in results.values():
+            for metric in result.rounds["baseline"]:
+                if metric in result.rounds["candidate"]:
+                    result.comparisons.append(compare(metric, result.rounds["baseline"][metric],
+                                                      result.rounds["candidate"][metric]))
+        hellos = {side: w.hello for side, w in workers.items()}
+    finally:
+        for w in workers.values():
+            w.close()
+    same = same_machine(hellos["baseline"]["machine"], hellos["candidate"]["machine"])
+    return {"environments": {side: {"path": str(p), **hellos[side]} for side, p in
+                             (("baseline", baseline), ("candidate", candidate))},
+            "same_machine": same, "rounds": rounds, "repeats": repeats,
+            "seconds": round(time.monotonic() - start, 1),
+            "family_configs": [r.to_json() for r in results.values()]}
+
+
+def slower(report: dict) -> list[str]:
+    """The family-configs a report finds slower, with the metric and ratio."""
+    return [f"{r['family']}-{r['variant']}: {c['metric']} x{c['ratio']} (beyond x{c['threshold']})"
+            for r in report["family_configs"] for c in r["comparisons"] if c["verdict"] == "SLOWER"]

@@ -1,0 +1,93 @@
+"""One family-config's preprocessing, timed in the running Python with the installed vLLM: what a
+request costs before it reaches the model, which does not depend on the weights (the synthetic
+checkpoints carry the real processor configs), so any machine measures it truly.
+
+- `processor`: vLLM's multimodal processor on the example's prompt with one item of the primary
+  modality, processor cache off (the HF processor, prompt updates, placeholder search).
+- `processor_cached`: the same request again through a processor with the engine's default cache:
+  a hit (hashing the item, reading the cache).
+- `video_decode`: where the family takes video, vLLM's own loader for the checkpoint decoding an
+  mp4 of the example's frames.
+
+Each is a list of per-call seconds after one untimed call (imports, lazy initialisation).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from vlcheck import adapter
+from vlcheck.spec.schema import FamilySpec, Variant
+
+METRICS = ("processor", "processor_cached", "video_decode")
+
+
+class NotMeasurable(Exception):
+    """This family-config cannot be timed here: the message says why (a skip, never a pass)."""
+
+
+def seconds(call: Callable[[], object], repeats: int) -> list[float]:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+@dataclass
+class Prepared:
+    """What a round reuses: built once per process, so a round times the requests alone."""
+
+    calls: dict[str, Callable[[], object]] = field(default_factory=dict)
+
+
+def prepare(spec: FamilySpec, variant: Variant) -> Prepared:
+    from vlcheck.checkpoints.folders import model_files
+    from vlcheck.prompt.render import default_questions
+    from vlcheck.prompt.requests import example_prompt, media_data
+    from vlcheck.prompt.templates import TemplateUnavailable
+
+    try:
+        local = str(model_files(spec, variant))
+    except Exception as err:  # noqa: BLE001 - no checkpoint: nothing to time, said as a skip
+        raise NotMeasurable(f"no checkpoint: {err}") from err
+    modality = variant.primary_modality
+    args = variant.engine_args_for(modality, 1)
+    try:
+        prompt = example_prompt(spec, variant, modality, default_questions(variant, modality)[0], 1)
+    except TemplateUnavailable as err:
+        raise NotMeasurable(f"the example renders with the model's chat template: {err}") from err
+    data = {modality: media_data(variant, modality, 1)}
+    prepared = Prepared()
+    for name, cached in (("processor", False), ("processor_cached", True)):
+        try:
+            processor = adapter.create_processor(local, args, cached=cached)
+            adapter.apply_processor(processor, prompt, data)  # untimed: lazy set-up, and the cache's fill
+        except Exception as err:  # noqa: BLE001 - a processor that fails has no speed: the processor check says why
+            raise NotMeasurable(f"vLLM's processor fails on the example ({type(err).__name__}: {str(err)[:200]})") from err
+        prepared.calls[name] = (lambda p=processor: adapter.apply_processor(p, prompt, data))
+    if "video" in variant.modalities:
+        prepared.calls.update(_video_decode(spec, variant, local))
+    return prepared
+
+
+def _video_decode(spec: FamilySpec, variant: Variant, local: str) -> dict[str, Callable[[], object]]:
+    from vlcheck.adapter import video as video_adapter
+    from vlcheck.core import media
+    from vlcheck.core.video_files import write_mp4
+
+    try:
+        frames = media.items("video", 1, variant.modalities["video"].video_metadata)[0]
+        frames = frames[0] if isinstance(frames, tuple) else frames
+        data = write_mp4(frames)
+        video_adapter.decode(local, data)
+    except Exception:  # noqa: BLE001 - no mp4 writer or loader here: the processor timings still stand
+        return {}
+    return {"video_decode": lambda: video_adapter.decode(local, data)}
+
+
+def measure(prepared: Prepared, repeats: int) -> dict[str, list[float]]:
+    return {name: seconds(call, repeats) for name, call in prepared.calls.items()}
