@@ -33,8 +33,10 @@ def test_rounds_alternate_abba_and_only_the_slowed_family_is_named(monkeypatch, 
     FakeWorker.asked = []
     monkeypatch.setattr(ab, "Worker", FakeWorker)
     report = ab.run(tmp_path, tmp_path, [("slowfam", "single"), ("fine", "single"), ("broken", "single")],
-                    rounds=6, repeats=3, progress=lambda line: None)
-    assert FakeWorker.asked[:2] == ["baseline", "candidate"] and FakeWorker.asked[6:8] == ["candidate", "baseline"]
+                    sessions=4, rounds=2, repeats=3, progress=lambda line: None)
+    # ABBA within a session, and the next session starts with the other side
+    assert FakeWorker.asked[:8] == ["baseline", "candidate"] * 3 + ["candidate", "baseline"]
+    assert FakeWorker.asked[12:14] == ["candidate", "baseline"]
     assert report["same_machine"]
     assert ab.slower(report) == [f"slowfam-single: processor x1.3 (beyond x{report['family_configs'][0]['comparisons'][0]['threshold']})"]
     verdicts = {r["family"]: r["verdict"] for r in report["family_configs"]}
@@ -60,3 +62,14 @@ def test_the_worker_times_a_family_config_and_skips_an_unknown_one():
     assert set(timed["timings"]) == {"processor", "processor_cached", "video_decode"}
     assert all(len(s) == 2 and all(x > 0 for x in s) for s in timed["timings"].values())
     assert "no such family-config" in skipped["skip"]
+
+
+def test_the_page_draws_each_comparison_with_its_band(monkeypatch, tmp_path):
+    from vlcheck.speed import page
+
+    monkeypatch.setattr(ab, "Worker", FakeWorker)
+    report = ab.run(tmp_path, tmp_path, [("slowfam", "single")], sessions=3, rounds=1, repeats=2,
+                    progress=lambda line: None)
+    html = page.render(report)
+    assert html.count("<circle") == 2 and "slowfam-single processor" in html and "SLOWER" in html
+    assert "3 sessions of 1 rounds" in html

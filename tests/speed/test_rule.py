@@ -34,3 +34,7 @@ def test_faster_is_reported_and_too_few_rounds_are_undecided():
 def test_identical_rounds_keep_a_noise_floor():
     c = rule.compare("processor", [0.01] * 20, [0.01005] * 20)
     assert c.noise > 0 and c.verdict == "same"
+
+
+def test_the_factor_clears_the_largest_a_a_difference_measured():
+    assert rule.FACTOR > rule.A_A_LARGEST

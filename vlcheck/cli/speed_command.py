@@ -16,24 +16,37 @@ EXIT_CODES = {
 }
 
 
+def at_least_one(text: str) -> int:
+    import argparse
+
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: at least 1")
+    return value
+
+
 def family_configs(names: list[str] | None) -> list[tuple[str, str]]:
     from vlcheck.spec.registry import all_families, default_selection
 
     families = all_families()
     unknown = [n for n in names or () if n not in families]
     if unknown:
-        raise SystemExit(f"vlcheck speed: unknown family {', '.join(unknown)} (`vlcheck list` names them)")
+        raise ValueError(f"unknown family {', '.join(unknown)} (`vlcheck list` names them)")
     return [(n, v.kind) for n in (names or default_selection()) if n in families for v in families[n].variants]
 
 
 def cmd_ab(args) -> int:
     from vlcheck.speed import ab, page
 
-    configs = family_configs(args.family)
-    print(f"{len(configs)} family-configs x {args.rounds} rounds (ABBA) x {args.repeats} calls, baseline "
+    try:
+        configs = family_configs(args.family)
+    except ValueError as err:
+        print(f"vlcheck speed ab: {err}", file=sys.stderr)
+        return 2
+    print(f"{len(configs)} family-configs x {args.sessions} sessions x {args.rounds} rounds (ABBA) x {args.repeats} calls, baseline "
           f"{args.baseline}, candidate {args.candidate}", file=sys.stderr)
     try:
-        report = ab.run(Path(args.baseline), Path(args.candidate), configs, args.rounds, args.repeats)
+        report = ab.run(Path(args.baseline), Path(args.candidate), configs, args.sessions, args.rounds, args.repeats)
     except ab.WorkerFailed as err:
         print(f"vlcheck speed ab: {err}", file=sys.stderr)
         return 3
@@ -84,17 +97,20 @@ def register(sub) -> None:
                         "machines are not comparable: `speed ab` runs both environments on this one, interleaved.")
     q = actions.add_parser("ab", help="time two environments interleaved (ABBA rounds) and name what got slower",
                            description="Starts one worker in each environment (its own vlcheck, its vLLM) and asks "
-                                       "both for the same family-config in turn, ABBA over the rounds. Each round "
-                                       "keeps the median per call; an environment's noise is the spread of its "
-                                       f"round medians over the square root of its rounds; a family-config is SLOWER when candidate/baseline exceeds "
+                                       "both for the same family-config in turn, ABBA over the rounds, in sessions of "
+                                       "fresh workers (a process's speed is its own). Each session keeps the median "
+                                       "per call; an environment's noise is the spread of its session medians over "
+                                       f"the square root of their number; a family-config is SLOWER when candidate/baseline exceeds "
                                        f"exp({FACTOR:g} x the two noises combined) (vlcheck/speed/rule.py, docs/speed.md).")
     q.add_argument("baseline", metavar="BASELINE_ENV", help="a virtual environment with vlcheck installed (the version "
                                                             "you run now; `vlcheck env` makes one per version pair)")
     q.add_argument("candidate", metavar="CANDIDATE_ENV", help="the environment of the upgrade")
     q.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable; default: all)")
-    q.add_argument("--rounds", type=int, default=20, metavar="N",
-                   help="rounds per environment (default: %(default)s; fewer than 3 are reported, never decided)")
-    q.add_argument("--repeats", type=int, default=10, metavar="K", help="calls per round, their median kept "
+    q.add_argument("--sessions", type=at_least_one, default=4, metavar="S",
+                   help="sessions of fresh workers, the unit the noise is measured over (default: %(default)s; fewer "
+                        "than 3 are reported, never decided)")
+    q.add_argument("--rounds", type=at_least_one, default=5, metavar="N", help="rounds per session, ABBA (default: %(default)s)")
+    q.add_argument("--repeats", type=at_least_one, default=10, metavar="K", help="calls per round, their median kept "
                                                                        "(default: %(default)s)")
     q.add_argument("--json", metavar="FILE", help="write the per-round medians and comparisons as JSON")
     q.add_argument("--html", metavar="FILE", help="write the ratios with their noise bands as a page")

@@ -1,6 +1,7 @@
 """Two environments on one machine, interleaved: one worker process each (`worker.py`), asked for
 the same family-config one after the other, in ABBA order over the rounds so that neither side is
-always first (a machine that warms up or heats up would otherwise favour one)."""
+always first (a machine that warms up or heats up would otherwise favour one); and that in several
+sessions of fresh workers, because a process's speed is its own."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ class ConfigResult:
     family: str
     variant: str
     rounds: dict[str, dict[str, list[float]]] = field(default_factory=lambda: {"baseline": {}, "candidate": {}})
-    """Per side, per metric: each round's median seconds per call."""
+    """Per side, per metric: each session's median (of its rounds' medians) seconds per call."""
     skip: dict[str, str] = field(default_factory=dict)
     comparisons: list[Comparison] = field(default_factory=list)
 
@@ -80,40 +81,49 @@ class ConfigResult:
 
     def to_json(self) -> dict:
         return {"family": self.family, "variant": self.variant, "verdict": self.verdict, "skip": self.skip,
-                "comparisons": [c.to_json() for c in self.comparisons], "round_medians": self.rounds}
+                "comparisons": [c.to_json() for c in self.comparisons], "session_medians": self.rounds}
 
 
-def run(baseline: Path, candidate: Path, configs: list[tuple[str, str]], rounds: int, repeats: int,
+def run(baseline: Path, candidate: Path, configs: list[tuple[str, str]], sessions: int, rounds: int, repeats: int,
         progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> dict:
+    """`sessions` pairs of fresh workers, one after the other, each asked `rounds` rounds: a process's
+    own speed differs from the next one's (measured: the same environment's processor 25% apart in two
+    processes, steady within each), so the noise is measured between sessions, not within one."""
     start = time.monotonic()
-    workers = {"baseline": Worker("baseline", baseline), "candidate": Worker("candidate", candidate)}
-    try:
-        results = {c: ConfigResult(*c) for c in configs}
-        for r in range(rounds):
-            order = ("baseline", "candidate") if r % 2 == 0 else ("candidate", "baseline")
-            for family, variant in configs:
-                for side in order:
-                    answer = workers[side].ask(family, variant, repeats)
-                    result = results[(family, variant)]
-                    if "skip" in answer:
-                        result.skip[side] = answer["skip"]
-                        continue
-                    for metric, samples in answer["timings"].items():
-                        result.rounds[side].setdefault(metric, []).append(statistics.median(samples))
-            progress(f"round {r + 1}/{rounds} done ({time.monotonic() - start:.0f} s)")
-        for result in results.values():
-            for metric in result.rounds["baseline"]:
-                if metric in result.rounds["candidate"]:
-                    result.comparisons.append(compare(metric, result.rounds["baseline"][metric],
-                                                      result.rounds["candidate"][metric]))
-        hellos = {side: w.hello for side, w in workers.items()}
-    finally:
-        for w in workers.values():
-            w.close()
+    results = {c: ConfigResult(*c) for c in configs}
+    hellos: dict[str, dict] = {}
+    for s in range(sessions):
+        sides = ("baseline", "candidate") if s % 2 == 0 else ("candidate", "baseline")
+        paths = {"baseline": baseline, "candidate": candidate}
+        workers = {side: Worker(side, paths[side]) for side in sides}
+        try:
+            hellos = {side: w.hello for side, w in workers.items()}
+            session: dict = {}
+            for r in range(rounds):
+                order = sides if r % 2 == 0 else sides[::-1]
+                for family, variant in configs:
+                    for side in order:
+                        answer = workers[side].ask(family, variant, repeats)
+                        if "skip" in answer:
+                            results[(family, variant)].skip[side] = answer["skip"]
+                            continue
+                        for metric, samples in answer["timings"].items():
+                            session.setdefault((family, variant, side, metric), []).append(statistics.median(samples))
+        finally:
+            for w in workers.values():
+                w.close()
+        for (family, variant, side, metric), medians in session.items():
+            results[(family, variant)].rounds[side].setdefault(metric, []).append(statistics.median(medians))
+        progress(f"session {s + 1}/{sessions} done ({time.monotonic() - start:.0f} s)")
+    for result in results.values():
+        for metric in result.rounds["baseline"]:
+            if metric in result.rounds["candidate"]:
+                result.comparisons.append(compare(metric, result.rounds["baseline"][metric],
+                                                  result.rounds["candidate"][metric]))
     same = same_machine(hellos["baseline"]["machine"], hellos["candidate"]["machine"])
     return {"environments": {side: {"path": str(p), **hellos[side]} for side, p in
                              (("baseline", baseline), ("candidate", candidate))},
-            "same_machine": same, "rounds": rounds, "repeats": repeats,
+            "same_machine": same, "sessions": sessions, "rounds": rounds, "repeats": repeats,
             "seconds": round(time.monotonic() - start, 1),
             "family_configs": [r.to_json() for r in results.values()]}
 
