@@ -27,6 +27,10 @@ def cmd_diff(args) -> int:
     old, new = diff.load(args.old), diff.load(args.new)
     accepted_changes = accepted.load(args.accepted) if args.accepted else []
     d = diff.compare(old, new)
+    if args.speed:
+        from vlcheck.gate import speed_diff
+
+        speed_diff.add(d, speed_diff.load(args.speed), args.speed)
     if args.draft_accepted:
         with open(args.draft_accepted, "w", encoding="utf-8") as f:
             f.write(accepted.draft([*d.regressions, *d.lost_coverage, *d.moved]))
@@ -92,6 +96,9 @@ def register(sub, common) -> None:
                    help="the matrix's data folder (`vlcheck matrix --matrix-data`) whose measured points place each "
                         "cause's first bad release (default: ./compat, else the checkout's compat/)")
     p.add_argument("--points", dest="points", help=argparse.SUPPRESS)  # the former name
+    p.add_argument("--speed", metavar="FILE", help="a `vlcheck speed ab --json` run of the same two versions: what it "
+                                                "found SLOWER beyond its noise on one machine is a regression "
+                                                "(docs/speed.md); other versions than the reports': exit 2")
     p.add_argument("--accepted", metavar="FILE", help="a TOML file of reviewed, accepted changes (family, check, "
                                                       "fact, from, to, reason): they no longer decide the verdict")
     p.add_argument("--draft-accepted", metavar="FILE", help="write every change of this diff as a draft of that file "

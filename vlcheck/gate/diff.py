@@ -7,7 +7,7 @@ its facts. The verdict is the first that holds (README, "Verdicts"):
 
 | verdict      | exit | when |
 |--------------|------|------|
-| REGRESSED    | 4    | a family-config that passed (or deviated as declared) now fails, or now only passes by a declaration |
+| REGRESSED    | 4    | a family-config that passed (or deviated as declared) now fails, or now only passes by a declaration, or (`--speed`) got slower beyond its measured noise |
 | FAILING      | 7    | a family-config fails on the new side that was not fine on the old (skipped, absent, or failing there too): nothing shows it worse, nothing shows it safe |
 | INCONCLUSIVE | 3    | vlcheck could not run some check (`error`) on either side |
 | INCOMPLETE   | 6    | coverage disappeared: a family, check, family-config or measured fact is absent, pass -> skip, another schema or check list, nothing compared |
@@ -115,6 +115,9 @@ class Diff:
     """Family-configs (or whole-family cells) compared on both sides."""
     causes: list = field(default_factory=list)
     """`causes.Cause`s: the cells that decide the verdict, grouped by their evidence (`group_causes`)."""
+    speed: list[str] = field(default_factory=list)
+    """`vlcheck speed ab` comparisons that do not decide (same, faster, or measured on two machines);
+    its SLOWER ones are regressions (`speed_diff`)."""
     old_report: dict = field(default_factory=dict, repr=False)
     new_report: dict = field(default_factory=dict, repr=False)
 
@@ -453,6 +456,7 @@ def _sections(d: Diff) -> list[tuple[str, list[str]]]:
             ("accepted but not seen", d.accepted_unseen),
             ("fixed", d.fixed),
             ("re-measure (declarations used outside their measured versions, behaviour unchanged)", d.remeasure),
+            ("speed (vlcheck speed ab; SLOWER ones are regressions)", d.speed),
             ("gained coverage", d.gained)]
 
 

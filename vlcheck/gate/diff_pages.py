@@ -33,6 +33,7 @@ def to_json(d: Diff) -> dict[str, Any]:
         "moved": [_change(c) for c in d.moved],
         "accepted": [{**_change(c), "reason": reason} for c, reason in d.accepted],
         "accepted_unseen": d.accepted_unseen, "fixed": d.fixed, "remeasure": d.remeasure, "gained": d.gained,
+        "speed": d.speed,
         "compared": d.compared,
     }
 
