@@ -74,6 +74,8 @@ def table(report: dict) -> str:
         name = f"{r['family']}-{r['variant']}"
         if not r["comparisons"]:
             lines.append(f"{name:34} skip: {'; '.join(f'{s}: {why}' for s, why in r['skip'].items())[:200]}")
+        elif r["skip"]:
+            lines.append(f"{name:34} not timed: {'; '.join(f'{s}: {why}' for s, why in r['skip'].items())[:200]}")
         for c in r["comparisons"]:
             lines.append(f"{name:34} {c['metric']:17} {1000 * c['baseline_s']:11.2f} {1000 * c['candidate_s']:12.2f} "
                          f"{c['ratio']:7.3f} {c['threshold']:7.3f}  {c['verdict']}")

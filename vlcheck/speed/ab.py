@@ -107,6 +107,8 @@ def run(baseline: Path, candidate: Path, configs: list[tuple[str, str]], session
                         if "skip" in answer:
                             results[(family, variant)].skip[side] = answer["skip"]
                             continue
+                        for metric, why in answer.get("not_timed", {}).items():
+                            results[(family, variant)].skip[f"{side} {metric}"] = why
                         for metric, samples in answer["timings"].items():
                             session.setdefault((family, variant, side, metric), []).append(statistics.median(samples))
         finally:

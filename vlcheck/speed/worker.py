@@ -51,5 +51,6 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
         if isinstance(prepared[key], str):
             say({"family": key[0], "variant": key[1], "skip": prepared[key]})
         else:
-            say({"family": key[0], "variant": key[1], "timings": measure(prepared[key], ask["repeats"])})
+            say({"family": key[0], "variant": key[1], "timings": measure(prepared[key], ask["repeats"]),
+                 "not_timed": prepared[key].not_timed})
     return 0
