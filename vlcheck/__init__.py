@@ -13,6 +13,7 @@ engines on GPUs and on the CPU build: the engine cache, generation runs, goldens
 the example runner, tensor parallelism), `numerics` (the transformers
 reference and processor fingerprints), `configurations` (the engine configurations users deploy:
 chunked prefill, prefix caching, a processor cache under load, long prompts, video files), `hostile` (bad and hostile inputs, run in guarded children),
+`speed` (vLLM's preprocessing timed per family-config, two environments A/B, the noise rule),
 `gate` (the check catalogue, report, diff and its causes), `versions` (environments per version
 pair, measured points, bisect, the compatibility matrix, declaration widening), `runners` (the pytest
 plugin and its shipped tier, pytest helpers, sharding, merge, the engine tier), `pr_gate` (the
@@ -23,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 LAYERS: tuple[str, ...] = ("core", "spec", "adapter", "prompt", "examples", "checkpoints", "cpu", "served",
-                           "engine", "numerics", "configurations", "hostile", "gate", "versions", "runners", "pr_gate", "cli")
+                           "engine", "numerics", "configurations", "hostile", "speed", "gate", "versions", "runners", "pr_gate", "cli")
 """The subpackages, lowest first: each may import its own layer and earlier ones, never a later one."""
 
 
