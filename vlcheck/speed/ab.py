@@ -66,7 +66,7 @@ class Worker:
 class ConfigResult:
     family: str
     variant: str
-    rounds: dict[str, dict[str, list[float]]] = field(default_factory=lambda: {"baseline": {}, "candidate": {}})
+    session_medians: dict[str, dict[str, list[float]]] = field(default_factory=lambda: {"baseline": {}, "candidate": {}})
     """Per side, per metric: each session's median (of its rounds' medians) seconds per call."""
     skip: dict[str, str] = field(default_factory=dict)
     comparisons: list[Comparison] = field(default_factory=list)
@@ -81,7 +81,7 @@ class ConfigResult:
 
     def to_json(self) -> dict:
         return {"family": self.family, "variant": self.variant, "verdict": self.verdict, "skip": self.skip,
-                "comparisons": [c.to_json() for c in self.comparisons], "session_medians": self.rounds}
+                "comparisons": [c.to_json() for c in self.comparisons], "session_medians": self.session_medians}
 
 
 def run(baseline: Path, candidate: Path, configs: list[tuple[str, str]], sessions: int, rounds: int, repeats: int,
@@ -115,13 +115,13 @@ def run(baseline: Path, candidate: Path, configs: list[tuple[str, str]], session
             for w in workers.values():
                 w.close()
         for (family, variant, side, metric), medians in session.items():
-            results[(family, variant)].rounds[side].setdefault(metric, []).append(statistics.median(medians))
+            results[(family, variant)].session_medians[side].setdefault(metric, []).append(statistics.median(medians))
         progress(f"session {s + 1}/{sessions} done ({time.monotonic() - start:.0f} s)")
     for result in results.values():
-        for metric in result.rounds["baseline"]:
-            if metric in result.rounds["candidate"]:
-                result.comparisons.append(compare(metric, result.rounds["baseline"][metric],
-                                                  result.rounds["candidate"][metric]))
+        measured = result.session_medians
+        for metric in measured["baseline"]:
+            if metric in measured["candidate"]:
+                result.comparisons.append(compare(metric, measured["baseline"][metric], measured["candidate"][metric]))
     same = same_machine(hellos["baseline"]["machine"], hellos["candidate"]["machine"])
     return {"environments": {side: {"path": str(p), **hellos[side]} for side, p in
                              (("baseline", baseline), ("candidate", candidate))},
