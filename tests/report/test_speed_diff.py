@@ -19,12 +19,15 @@ def reports():
     return rep, copy.deepcopy(rep)
 
 
-def speed_report(rep, verdict, same_machine=True, vllm=None):
+def speed_report(rep, verdict, same_machine=True, vllm=None, vllm_code=None):
     env = {"versions": {"vllm": rep["environment"]["vllm"], "transformers": rep["environment"]["transformers"]},
-           "machine": {"cpu": "c", "cores": 2, "gpus": []}, "path": "x"}
+           "machine": {"cpu": "c", "cores": 2, "gpu": None}, "path": "x",
+           "code": {p: entry["digest"] for p, entry in rep["environment"]["code"].items()}}
     candidate = copy.deepcopy(env)
     if vllm:
         candidate["versions"]["vllm"] = vllm
+    if vllm_code:
+        candidate["code"]["vllm"] = vllm_code
     comparison = {"metric": "processor", "baseline_s": 0.001, "candidate_s": 0.0014, "ratio": 1.4, "noise": 0.02,
                   "threshold": 1.083, "verdict": verdict, "z": 16.8}
     return {"environments": {"baseline": env, "candidate": candidate}, "same_machine": same_machine, "sessions": 4,
@@ -58,6 +61,9 @@ def test_two_machines_are_reported_never_decided(tmp_path, capsys, reports):
     assert code == 0 and "different machines: reported, not decided" in out and "processor: reported x1.4" in out
 
 
-def test_a_speed_run_of_other_versions_is_refused(tmp_path, capsys, reports):
+def test_a_speed_run_of_other_code_is_refused_by_version_and_by_content(tmp_path, capsys, reports):
     code, out = run(tmp_path, *reports, speed_report(reports[0], "SLOWER", vllm="0.0.1"), capsys)
     assert code == 2 and "its candidate timed vllm 0.0.1" in out
+    # the same version, other files (a patched or planted vLLM): other code
+    code, out = run(tmp_path, *reports, speed_report(reports[0], "SLOWER", vllm_code="f" * 64), capsys)
+    assert code == 2 and "its candidate timed vllm code ffffffffffff" in out

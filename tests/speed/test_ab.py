@@ -14,7 +14,8 @@ class FakeWorker:
 
     def __init__(self, label, env):
         self.label = label
-        self.hello = {"versions": {"vllm": "x", "transformers": "y"}, "machine": {"cpu": "c", "cores": 2, "gpus": []}}
+        self.hello = {"versions": {"vllm": "x", "transformers": "y"}, "machine": {"cpu": "c", "cores": 2, "gpu": None},
+                      "code": {"vllm": "d1"}}
 
     def ask(self, family, variant, repeats):
         FakeWorker.asked.append(self.label)
@@ -73,3 +74,10 @@ def test_the_page_draws_each_comparison_with_its_band(monkeypatch, tmp_path):
     html = page.render(report)
     assert html.count("<circle") == 2 and "slowfam-single processor" in html and "SLOWER" in html
     assert "3 sessions of 1 rounds" in html
+
+
+def test_an_unknown_family_is_bad_input(tmp_path, capsys):
+    from vlcheck.cli import main as cli
+
+    assert cli.main(["speed", "ab", str(tmp_path), str(tmp_path), "--family", "no_such_family"]) == 2
+    assert "no_such_family" in capsys.readouterr().err

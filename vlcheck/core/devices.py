@@ -13,3 +13,27 @@ def gpu_name() -> str | None:
         return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     except Exception:  # noqa: BLE001 - a broken CUDA runtime is a machine without a usable GPU
         return None
+
+
+def cpu_model() -> str:
+    import platform
+    from pathlib import Path
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict:
+    """What a timing was measured on: timings of two machines are reported, never compared."""
+    import os
+
+    return {"cpu": cpu_model(), "cores": os.cpu_count() or 0, "gpu": gpu_name()}
+
+
+def same_machine(a: dict | None, b: dict | None) -> bool:
+    return bool(a) and bool(b) and all(a.get(k) == b.get(k) for k in ("cpu", "cores", "gpu"))

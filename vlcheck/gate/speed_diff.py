@@ -2,8 +2,8 @@
 the verdict. A family-config it found SLOWER (beyond the two environments' measured noise, on one
 machine) is a regression of cell `speed.<metric>`, acceptable like any other; what it found the same
 or faster is listed. Where its two environments answered from different machines, nothing is
-decided: the ratios are listed as reported. A speed run of other versions than the two reports is
-refused: its verdict would be about other code."""
+decided: the ratios are listed as reported. A speed run of other code than the two reports measured
+is refused, by content (the packages' digests) and by version: its verdict would be about other code."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from vlcheck.gate.diff import Change, Diff, ReportError
 
 VERSION_KEYS = ("vllm", "transformers")
+CODE_KEYS = ("vllm", "transformers", "torch")
 
 
 def load(path: str) -> dict:
@@ -25,17 +26,22 @@ def load(path: str) -> dict:
     return report
 
 
-def check_versions(d: Diff, report: dict, path: str) -> None:
+def check_same_code(d: Diff, report: dict, path: str) -> None:
     for side, env in (("baseline", d.old_env), ("candidate", d.new_env)):
-        timed = report["environments"][side].get("versions", {})
-        other = {k: (timed.get(k), env.get(k)) for k in VERSION_KEYS if timed.get(k) != env.get(k)}
+        timed = report["environments"][side]
+        versions = timed.get("versions", {})
+        other = [f"{k} {versions.get(k)} where the report has {env.get(k)}" for k in VERSION_KEYS
+                 if versions.get(k) != env.get(k)]
+        measured = {k: (e or {}).get("digest") for k, e in (env.get("code") or {}).items()}
+        other += [f"{k} code {timed['code'][k][:12]} where the report measured {measured[k][:12]}" for k in CODE_KEYS
+                  if measured.get(k) and (timed.get("code") or {}).get(k) and timed["code"][k] != measured[k]]
         if other:
-            said = ", ".join(f"{k} {a} where the report has {b}" for k, (a, b) in other.items())
-            raise ReportError(f"{path}: its {side} timed {said}: a speed run of other versions says nothing about these")
+            raise ReportError(f"{path}: its {side} timed {', '.join(other)}: a speed run of other code says nothing "
+                              "about these reports")
 
 
 def add(d: Diff, report: dict, path: str) -> None:
-    check_versions(d, report, path)
+    check_same_code(d, report, path)
     decided = report.get("same_machine", False)
     lines = [] if decided else ["the two environments answered from different machines: reported, not decided"]
     for r in report["family_configs"]:

@@ -74,7 +74,7 @@ SLOW_PROCESSOR = ("multimodal/processing/processor.py",
                   "            is_update_applied,\n"
                   "        ) = self._cached_apply_hf_processor(inputs, timing_ctx)\n"
                   "        if self.info.ctx.model_config.hf_config.model_type == {model_type!r}:\n"
-                  "            __import__(\"time\").sleep(SLOWDOWN * (__import__(\"time\").perf_counter() - _planted_start))\n")
+                  "            __import__(\"time\").sleep({slowdown} * (__import__(\"time\").perf_counter() - _planted_start))\n")
 SLOWDOWN = 0.3
 
 
@@ -107,7 +107,7 @@ def plant(name: str, models: Path) -> None:
         return
     if name.startswith("slow-processor:"):
         file, old, new = SLOW_PROCESSOR
-        new = new.format(model_type=model_type_of(name.partition(":")[2])).replace("SLOWDOWN", str(SLOWDOWN))
+        new = new.format(model_type=model_type_of(name.partition(":")[2]), slowdown=SLOWDOWN)
         edit(models.parent.parent / file, old, new)
         return
     if name == "compiled-only":

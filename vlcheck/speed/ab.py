@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from vlcheck.speed.fingerprint import same_machine
+from vlcheck.core.devices import same_machine
 from vlcheck.speed.rule import Comparison, compare
 
 

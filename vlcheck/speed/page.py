@@ -41,6 +41,6 @@ def render(report: dict) -> str:
     note = ("" if report["same_machine"] else "<p><b>Different machines: reported, not decided.</b></p>")
     return (f"<!doctype html><meta charset='utf-8'><title>vlcheck speed</title><h1>vlcheck speed</h1>"
             f"<p>{head}</p><p>machine: {html.escape(machine['cpu'])}, {machine['cores']} cores"
-            f"{', ' + html.escape(', '.join(machine['gpus'])) if machine['gpus'] else ''}; {report['sessions']} sessions of "
+            f"{', ' + html.escape(machine['gpu']) if machine.get('gpu') else ''}; {report['sessions']} sessions of "
             f"{report['rounds']} rounds (ABBA) of {report['repeats']} calls; the grey band: within noise (x 1/threshold to x threshold)</p>"
             f"{note}{''.join(svg)}")

@@ -6,7 +6,7 @@ two environments alternate round by round without importing vLLM again.
     <- {"family": "qwen2_vl", "variant": "single", "timings": {"processor": [s, ...], ...}}
     <- {"family": ..., "variant": ..., "skip": "why"}
 
-Its first line says what it is: versions and the machine's fingerprint.
+Its first line says what it is: versions, the code's digests and the machine.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ from vlcheck.speed.measure import NotMeasurable, measure, prepare
 
 
 def hello() -> dict:
+    """Which code answers, by content (the packages' digests, as a report's environment records them),
+    not only by version, and on which machine."""
+    from vlcheck.core.devices import machine
+    from vlcheck.core.installed_code import digests
     from vlcheck.core.versions import installed, vllm_build
-    from vlcheck.speed.fingerprint import fingerprint
 
-    return {"versions": installed(), "vllm_build": vllm_build(), "machine": fingerprint()}
+    return {"versions": installed(), "vllm_build": vllm_build(), "code": digests(), "machine": machine()}
 
 
 def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
