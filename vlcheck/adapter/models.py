@@ -20,6 +20,15 @@ def load_model_class(arch: str) -> type:
     return ModelRegistry.models[arch].load_model_cls()
 
 
+def class_supports(model_cls: type, feature: str) -> bool:
+    """vLLM's own interface checks: `lora` (SupportsLoRA), `pipeline_parallel` (SupportsPP)."""
+    # vllm 0.24, 0.33: vllm.model_executor.models.interfaces
+    from vllm.model_executor.models.interfaces import supports_lora, supports_pp
+
+    checks = {"lora": supports_lora, "pipeline_parallel": supports_pp}
+    return bool(checks[feature](model_cls))
+
+
 @lru_cache(maxsize=None)
 def class_import_error(arch: str) -> BaseException | None:
     """What importing the class serving `arch` raises (None: it imports), once per process: Python

@@ -1,4 +1,4 @@
-"""The configurations an offline engine runs (chunked, prefix, compiled, a user's flags): the
+"""The configurations an offline engine runs (chunked, prefix, compiled, pp2, a user's flags): the
 example's requests on an engine started with the configuration's args, held to the eager engine of
 the same run (the family-config's shared engine: same build, versions and GPU) within the noise
 stored with its golden, the media-sensitivity test, and the configuration's proof, recorded from
@@ -40,6 +40,8 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
         prefix_probes(spec, variant, handle, runs, measured)
     elif config.name == "compiled":
         compiled_proof(handle, measured)
+    elif config.name == "pp2":
+        pipeline_proof(handle, config, measured)
     else:  # a user's flags: the engine started with them
         measured.proof = {"engine_args": config.engine_args}
     return measured
@@ -139,6 +141,27 @@ def compiled_proof(handle, measured: Measured) -> None:
     if not captured:
         measured.not_exercised = (f"the engine's log ({log}) does not say CUDA graphs were captured "
                                   "('Graph capturing finished'): the engine ran eager")
+
+
+def applies(spec: FamilySpec, variant: Variant, config: Configuration) -> str | None:
+    """`pp2`: vLLM splits a model into pipeline stages only where its class says it can (`SupportsPP`);
+    elsewhere its start refuses, which says nothing about pipeline parallelism."""
+    if "pipeline_parallel_size" not in config.engine_args:
+        return None
+    try:
+        model_cls = adapter.load_model_class(variant.architecture)
+    except Exception:  # noqa: BLE001 - no class to ask: the engine's start will say it
+        return None
+    return None if adapter.class_supports(model_cls, "pipeline_parallel") else f"vLLM's {model_cls.__name__} does not support pipeline parallelism (SupportsPP)"
+
+
+def pipeline_proof(handle, config: Configuration, measured: Measured) -> None:
+    wanted = int(config.engine_args["pipeline_parallel_size"])
+    workers = len(adapter.loaded_layer_methods(handle.llm))
+    stages = handle.llm.llm_engine.vllm_config.parallel_config.pipeline_parallel_size
+    measured.proof = {"workers": workers, "pipeline_parallel_size": stages}
+    if workers != wanted or stages != wanted:
+        measured.not_exercised = f"the engine ran {stages} pipeline stage(s) on {workers} worker(s), not {wanted}"
 
 
 @dataclass

@@ -42,6 +42,14 @@ DEFAULTS_CEILING = 1.0
 distance is bfloat16's rounding (measured per GPU and stored with the eager golden, as every
 configuration's); a move past 1 nat is a changed answer, not rounding."""
 
+NGRAM_SPECULATION = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+"""`spec_ngram`'s speculative_config: prompt lookup proposes up to 3 tokens where the last 1-3 tokens
+occurred before (seeded synthetic models repeat themselves within a few tokens, so drafts are accepted)."""
+
+LORA_ARGS = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 2}
+"""`lora`'s engine: two adapter slots (`checkpoints.lora.ADAPTERS`, rank 8), so that a batch mixing
+both fills every slot."""
+
 LOAD_CACHE_GB = 0.0002
 """The load configuration's processor cache: 200 kB, a few processed images of the synthetic
 processors, so that the concurrent requests evict each other's items."""
@@ -82,8 +90,8 @@ class Configuration:
     own is not measured: an engine of the same numerics (dtype, compilation, CUDA graphs), another code
     path. The tolerance says it borrowed."""
     cpu_where_served: bool = False
-    """On vLLM's CPU build it runs only where --vlcheck-serve selects the family-config (its engine
-    costs minutes there, so CI gives it the family-configs it serves)."""
+    """On vLLM's CPU build it runs only where --vlcheck-serve selects the family-config (its engine,
+    compiled or with adapters, and its own server cost minutes there, so CI gives it the family-configs it serves)."""
 
     @property
     def is_default(self) -> bool:
@@ -146,6 +154,20 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "fp8", "online fp8 quantization of the unquantized weights (quantization=\"fp8\"), in bfloat16",
         "layers of the loaded model run an fp8 quantization method (read in the engine: LLM.apply_model)",
         {"quantization": "fp8", "dtype": "bfloat16"}, platforms=("gpu",)),
+    Configuration(
+        "lora", "two LoRA adapters (peft, rank 8) on the language model, served offline, mixed in one batch and "
+        "through `vllm serve --enable-lora --lora-modules`",
+        "each adapter moved the first-step logprobs from the same request without it, as transformers + peft "
+        "moved them (the adapters the engine loaded are recorded)",
+        LORA_ARGS, cpu_where_served=True),
+    Configuration(
+        "spec_ngram", "n-gram speculative decoding (prompt lookup, 3 tokens)",
+        "vLLM's counters: draft tokens proposed and accepted during the example's requests",
+        {"speculative_config": NGRAM_SPECULATION}, cpu_where_served=True),
+    Configuration(
+        "pp2", "pipeline parallelism over 2 GPUs (pipeline_parallel_size=2): the language model's layers split in two",
+        "the loaded model answered from 2 workers, and the engine's parallel config says pipeline_parallel_size 2",
+        {"pipeline_parallel_size": 2}, platforms=("gpu",), gpus=2),
     Configuration(
         "tp2", "tensor parallelism over 2 GPUs (tensor_parallel_size=2): every layer sharded, the vision tower too",
         "the loaded model answered from 2 tensor-parallel workers (LLM.apply_model: one answer per rank)",

@@ -158,6 +158,9 @@ class EngineHandle:
     request as it arrives, so which batch a request lands in depends on timing."""
     eager_reference: EagerReference | None = None
     """A configuration's engine: the same family-config's eager outputs of this run (`EngineCache.eager`)."""
+    serve_selected: bool = False
+    """Whether the served checks select this family-config: a configuration that serves as well as it
+    runs offline (`lora`'s `vllm serve --lora-modules`) then starts its server."""
     goldens_mode: str = "compare"
     """`compare`, `record` (--vlcheck-update-goldens) or `measure_noise` (--vlcheck-measure-noise):
     what a configuration with goldens of its own (fp8) does with them."""

@@ -175,7 +175,7 @@ def configured_engine(family, variant, configuration, engines, weights_mode, eng
         pytest.skip(f"configuration {config.name} starts vLLM's API server (a second engine per family-config): "
                     f"select with --vlcheck-serve {config_id(family, variant)} (or {family.name}, or all)")
     if config.cpu_where_served and engine_platform == "cpu" and not serve_selected(request.config, family, variant):
-        pytest.skip(f"configuration {config.name} compiles its engine (minutes per family-config on vLLM's CPU build): "
+        pytest.skip(f"configuration {config.name} starts an engine of its own (minutes per family-config on vLLM's CPU build): "
                     f"it runs there where --vlcheck-serve selects the family-config ({config_id(family, variant)}, "
                     f"{family.name} or all)")
     why = why_not_applicable(config, family, variant)
@@ -188,6 +188,7 @@ def configured_engine(family, variant, configuration, engines, weights_mode, eng
                           declared_as=config.name if config.name in CHECKS else None,
                           **engine_overrides(config, engine_platform))
     handle.eager_reference = reference
+    handle.serve_selected = serve_selected(request.config, family, variant)  # a configuration may serve too (lora)
     return config, handle
 
 

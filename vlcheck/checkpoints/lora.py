@@ -1,0 +1,114 @@
+"""Synthetic LoRA adapters over a seeded checkpoint, made and saved by peft as users save theirs
+(`adapter_config.json` and `adapter_model.safetensors`), on the language model's linear layers.
+
+peft starts an adapter as a no-op (its B matrices are zero): here every lora_A and lora_B matrix
+is redrawn from the seed as the seeded checkpoints' weights are (`seeded.draw`, std
+`gain / sqrt(fan_in)`), scaled by `GAIN`, so that the adapter moves the next-token logprobs by
+about a nat: enough to tell an applied adapter from none, and one adapter from another.
+
+The vision tower and the projector are left out, as the adapters users serve on vLLM are trained
+(vLLM loads tower or connector LoRA only with `enable_tower_connector_lora`, for some models).
+Built once per checkpoint content, recipe, builder code and peft/transformers versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+RANK = 8
+ALPHA = 16
+GAIN = 0.5
+"""Over `seeded.draw`'s std, for A and B alike: the update B.A.x then has about a quarter of the
+layer's own output scale times alpha / rank (2)."""
+ADAPTERS = {"a": 1, "b": 2}
+"""The adapters a family-config gets, by name, with their seeds: two, so that one batch can mix them."""
+BUILDER_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+
+
+class NoLanguageModel(RuntimeError):
+    """transformers' model has no language model whose linear layers an adapter could target."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    rank: int = RANK
+    alpha: int = ALPHA
+    gain: float = GAIN
+    seed: int = 1
+
+
+def language_model_linears(model) -> list[str]:
+    """The qualified names of the language model's linear layers (`get_decoder()`: transformers'
+    handle on a VLM's text model), the output head excluded."""
+    import torch
+
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    prefix = next((name for name, module in model.named_modules() if module is decoder and name), None)
+    if prefix is None:
+        raise NoLanguageModel(f"{type(model).__name__}: get_decoder() names no submodule")
+    names = [name for name, module in model.named_modules()
+             if name.startswith(prefix + ".") and isinstance(module, torch.nn.Linear)]
+    if not names:
+        raise NoLanguageModel(f"{type(model).__name__}: no linear layer under {prefix}")
+    return names
+
+
+def _versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    found = {}
+    for package in ("peft", "transformers", "torch"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def adapter_dir(checkpoint: Path, architecture: str, name: str) -> Path:
+    """The adapter `name` (one of ADAPTERS) over the seeded `checkpoint`, built on first use.
+    Raises ImportError without peft, NoLanguageModel where there is nothing to target."""
+    recipe = Recipe(seed=ADAPTERS[name])
+    content = {"checkpoint": Path(checkpoint).name, "architecture": architecture, "recipe": asdict(recipe),
+               "builder": BUILDER_HASH, "packages": _versions()}
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+    target = Path(checkpoint).parent / f"{Path(checkpoint).name}-lora-{name}-{digest}"
+    if (target / "adapter_config.json").exists():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        _build(Path(checkpoint), architecture, recipe, staging)
+        try:
+            staging.rename(target)  # another worker may have won the race: its adapter is the same
+        except OSError:
+            if not (target / "adapter_config.json").exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _build(checkpoint: Path, architecture: str, recipe: Recipe, out: Path) -> None:
+    import peft
+    import torch
+
+    from vlcheck.adapter import numerics
+    from vlcheck.checkpoints.seeded import draw
+
+    model, _ = numerics.hf_load(checkpoint, architecture)
+    targets = language_model_linears(model)
+    config = peft.LoraConfig(r=recipe.rank, lora_alpha=recipe.alpha, target_modules=targets, lora_dropout=0.0,
+                             bias="none")
+    wrapped = peft.get_peft_model(model, config)
+    with torch.no_grad():
+        for name, param in wrapped.named_parameters():
+            if ".lora_A." in name or ".lora_B." in name:
+                param.copy_(draw(name, param.data, seed=recipe.seed) * recipe.gain)
+    wrapped.save_pretrained(str(out))
+    (out / "vlcheck-adapter.json").write_text(json.dumps({"targets": targets, "recipe": asdict(recipe),
+                                                         "packages": _versions()}, indent=1) + "\n")
