@@ -75,12 +75,12 @@ WITH_B = _answer([5, 6], {"5": -0.4, "9": -1.1})
 def test_a_no_adapter_row_answered_with_another_adapter_is_a_mixed_batch_finding():
     measured = Measured()
     alone = [{"a": WITH_A, "b": WITH_B, None: BASE}]
-    lora_check._mixed_batch([_Request()], alone, [{"a": WITH_A, "b": WITH_B, None: WITH_B}], measured)
+    lora_check._mixed_batch([_Request()], alone, [{"a": WITH_A, "b": WITH_B, None: WITH_B}], "float32", measured)
     assert len(measured.problems) == 2  # its tokens, and its first step
     assert all("the request with no adapter in a batch with adapters a and b answered otherwise than alone" in p
                for p in measured.problems)
     clean = Measured()
-    lora_check._mixed_batch([_Request()], alone, [{"a": WITH_A, "b": WITH_B, None: BASE}], clean)
+    lora_check._mixed_batch([_Request()], alone, [{"a": WITH_A, "b": WITH_B, None: BASE}], "float32", clean)
     assert clean.problems == []
 
 

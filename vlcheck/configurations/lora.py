@@ -63,7 +63,7 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     peft_runs = _peft_answers(spec, variant, handle.model_dir, requests, adapters)
     _applied(requests, alone, peft_runs, measured)
     _against_transformers(variant, requests, alone, peft_runs, handle.dtype, measured)
-    _mixed_batch(requests, alone, mixed, measured)
+    _mixed_batch(requests, alone, mixed, handle.dtype, measured)
     measured.proof["adapters_loaded"] = sorted(handle.llm.llm_engine.list_loras())
     image = next((i for i, r in enumerate(requests) if r.modality == "image"), None)
     if handle.serve_selected and image is not None:
@@ -156,14 +156,15 @@ def _against_transformers(variant: Variant, requests, alone, peft_runs, dtype: s
     measured.facts["against_transformers"] = compared
 
 
-def _mixed_batch(requests, alone, mixed, measured: Measured) -> None:
-    """A row of the mixed batch must answer as its request alone: the same tokens, and where the
-    first token's top-5 moved, no further than vLLM's rule and the float32 first-step tolerance."""
+def _mixed_batch(requests, alone, mixed, dtype: str, measured: Measured) -> None:
+    """A row of the mixed batch must answer as its request alone: by vLLM's rule (a differing token
+    in the other's top-5), and in float32 with its first step's top-5 within the first-step
+    tolerance (in bfloat16 another batch shape rounds otherwise, as vLLM against transformers is held)."""
     for r, alone_side, batch in zip(requests, alone, mixed):
         for name, got in batch.items():
             want = alone_side[name]
             label = f"adapter {name}" if name is not None else "no adapter"
-            found = goldens.logprobs_close([want], [got]) + _first_step_moved(want, got)
+            found = goldens.logprobs_close([want], [got]) + (_first_step_moved(want, got) if dtype == "float32" else [])
             measured.problems += [f"{r.shape}: the request with {label} {IN_A_MIXED_BATCH} answered otherwise than "
                                   f"alone: {p}" for p in found]
 
@@ -194,7 +195,7 @@ def _served(spec: FamilySpec, variant: Variant, handle, config: Configuration, a
     overrides = {k: v for k, v in engine_overrides(config, handle.platform).items()
                  if k not in ("in_process_core", "environment")}
     args, _, local = engine_args(spec, variant, "seeded", platform=handle.platform,
-                                 **({"dtype": handle.dtype} if handle.dtype != "auto" else {}), **overrides,
+                                 **{**({"dtype": handle.dtype} if handle.dtype != "auto" else {}), **overrides},
                                  lora_modules=[f"{n}={p}" for n, p in adapters.items()])
     try:
         template = served_chat_template(variant, local)
@@ -233,6 +234,6 @@ def _served(spec: FamilySpec, variant: Variant, handle, config: Configuration, a
                                     f"tokens against {offline_a['prompt_tokens']}, {differ} differ)")
         return
     found = goldens.logprobs_close([offline_a], [served])
-    found += _first_step_moved(offline_a, served)
+    found += _first_step_moved(offline_a, served) if handle.dtype == "float32" else []
     measured.facts["served"] = found or "match"
     measured.problems += [f"served: model a over HTTP against the offline engine with adapter a: {p}" for p in found]

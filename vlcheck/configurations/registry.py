@@ -46,9 +46,11 @@ NGRAM_SPECULATION = {"method": "ngram", "num_speculative_tokens": 3, "prompt_loo
 """`spec_ngram`'s speculative_config: prompt lookup proposes up to 3 tokens where the last 1-3 tokens
 occurred before (seeded synthetic models repeat themselves within a few tokens, so drafts are accepted)."""
 
-LORA_ARGS = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 2}
+LORA_ARGS = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 2, "dtype": "bfloat16"}
 """`lora`'s engine: two adapter slots (`checkpoints.lora.ADAPTERS`, rank 8), so that a batch mixing
-both fills every slot."""
+both fills every slot; bfloat16 on GPUs, where vLLM's LoRA kernels take float16 and bfloat16 only
+(`lora_shrink`: `assert inputs.dtype in [torch.float16, torch.bfloat16]`, vLLM 0.24.0, H200),
+float32 on the CPU build (its torch ops take any)."""
 
 LOAD_CACHE_GB = 0.0002
 """The load configuration's processor cache: 200 kB, a few processed images of the synthetic
@@ -159,7 +161,7 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "through `vllm serve --enable-lora --lora-modules`",
         "each adapter moved the first-step logprobs from the same request without it, as transformers + peft "
         "moved them (the adapters the engine loaded are recorded)",
-        LORA_ARGS, cpu_where_served=True),
+        LORA_ARGS, cpu_engine_args={"dtype": "float32"}, cpu_where_served=True),
     Configuration(
         "spec_ngram", "n-gram speculative decoding (prompt lookup, 3 tokens)",
         "vLLM's counters: draft tokens proposed and accepted during the example's requests",
