@@ -151,3 +151,15 @@ def test_a_configurations_distance_is_stored_with_the_eager_golden_and_refused_o
     with mock.patch.object(goldens, "environment", return_value={**H100, "vllm": "0.33.0"}), \
             pytest.raises(ValueError, match="a change, not noise"):
         runs.with_configuration_distance(handle, path, stored, "compiled", moved(0.0005), {"image x1": OUT}, "float32")
+
+
+def test_a_configurations_distance_measured_on_a_gpu_without_eager_noise_counts_there():
+    # spec_ngram on an H200, 2026-11-28: its distance to the eager engine was stored for the H200 (llava
+    # multi_image, image x2: 0.001252 nats), whose eager noise was measured on an H100 only; the tolerance
+    # ignored it and stayed 3 x the H100's eager noise, failing the same 0.00125-nat move it had just stored
+    spec = noise.with_configuration(MEASURED, "NVIDIA H200 NVL", H200, "spec_ngram", {"image x1": 0.004})
+    rule = noise.tolerance(spec, "NVIDIA H200 NVL", "image x1", "spec_ngram")
+    assert rule.nats == 0.012 and "no noise measured on NVIDIA H200 NVL" in rule.basis
+    assert noise.tolerance(spec, "NVIDIA H200 NVL", "image x1").nats == 0.0066  # the eager comparison: as before
+    small = noise.with_configuration(MEASURED, "NVIDIA H200 NVL", H200, "spec_ngram", {"image x1": 0.0})
+    assert noise.tolerance(small, "NVIDIA H200 NVL", "image x1", "spec_ngram").nats == 0.0066  # the eager noise still counts
