@@ -30,10 +30,14 @@ def vllm_copy(tmp_path):
     processing = tmp_path / "vllm" / plant.SLOW_PROCESSOR[0]
     processing.parent.mkdir(parents=True)
     shutil.copy(root / plant.SLOW_PROCESSOR[0], processing)
+    manager = tmp_path / "vllm" / plant.LORA_SKIP[0]
+    manager.parent.mkdir(parents=True)
+    shutil.copy(root / plant.LORA_SKIP[0], manager)
     return models
 
 
-@pytest.mark.parametrize("name", ["graphs-drop-media", "compiled-only", "projector:qwen2_vl", "slow-processor:qwen2_vl"])
+@pytest.mark.parametrize("name", ["graphs-drop-media", "compiled-only", "projector:qwen2_vl", "slow-processor:qwen2_vl",
+                                  "lora-skips-language-model:llava"])
 def test_a_plant_edits_the_reference_vllms_line_into_valid_python_and_undo_restores_it(vllm_copy, name):
     files = {p: p.read_text() for p in vllm_copy.parent.parent.rglob("*.py")}
     plant.plant(name, vllm_copy)
@@ -64,3 +68,12 @@ def test_slow_processor_sleeps_for_its_family_only(vllm_copy):
     plant.undo(vllm_copy)
     with pytest.raises(plant.PlantError, match="no such family"):
         plant.plant("slow-processor:no_such_family", vllm_copy)
+
+
+def test_the_lora_plant_acts_on_the_familys_architecture_only(vllm_copy):
+    plant.plant("lora-skips-language-model:llava", vllm_copy)
+    planted = (vllm_copy.parent.parent / plant.LORA_SKIP[0]).read_text()
+    assert "if type(self.model).__name__ == 'LlavaForConditionalGeneration' and \"language_model\" in module_name:" in planted
+    with pytest.raises(plant.PlantError, match="no such family"):
+        plant.plant("lora-skips-language-model:nope", vllm_copy)
+    plant.undo(vllm_copy)

@@ -51,8 +51,10 @@ def language_model_linears(model) -> list[str]:
     prefix = next((name for name, module in model.named_modules() if module is decoder and name), None)
     if prefix is None:
         raise NoLanguageModel(f"{type(model).__name__}: get_decoder() names no submodule")
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     names = [name for name, module in model.named_modules()
-             if name.startswith(prefix + ".") and isinstance(module, torch.nn.Linear)]
+             if name.startswith(prefix + ".") and isinstance(module, torch.nn.Linear) and module is not head
+             and not name.endswith("lm_head")]  # blip-2's decoder is OPTForCausalLM: its head sits inside it
     if not names:
         raise NoLanguageModel(f"{type(model).__name__}: no linear layer under {prefix}")
     return names

@@ -5,6 +5,7 @@
     vlcheck plant compiled-only         # Qwen2's decoder layers x 1.01 under torch.compile only
     vlcheck plant graphs-drop-media     # image prefills replayed by a CUDA graph lose their image
     vlcheck plant slow-processor:qwen2_vl  # one family's multimodal processing 30% slower
+    vlcheck plant lora-skips-language-model:llava  # one wrapper's adapters never reach its language model
     vlcheck plant --undo                # restore every planted file
     vlcheck plant --list
 
@@ -25,6 +26,9 @@ longer has that line: the plants are written against vLLM 0.24.0 (the reference)
 - `slow-processor:<family>`: vLLM's multimodal processor, for the family's model type only, sleeps
   30% of the time its HF-processor step took (cache hit or miss): the class of "a release made one
   family's preprocessing slower", which only `vlcheck speed ab` can catch.
+- `lora-skips-language-model:<family>`: vLLM's LoRA manager, for the family's architecture only,
+  loads no adapter weights into the language model's layers when it activates an adapter: the
+  class of "a text LoRA that silently does nothing on a wrapper VLM". Only `lora` can catch it.
 """
 
 from __future__ import annotations
@@ -76,6 +80,12 @@ SLOW_PROCESSOR = ("multimodal/processing/processor.py",
                   "        if self.info.ctx.model_config.hf_config.model_type == {model_type!r}:\n"
                   "            __import__(\"time\").sleep({slowdown} * (__import__(\"time\").perf_counter() - _planted_start))\n")
 SLOWDOWN = 0.3
+LORA_SKIP = ("lora/model_manager.py",
+             "            module_lora = self._get_lora_layer_weights(lora_model, module_name)\n",
+             "            module_lora = self._get_lora_layer_weights(lora_model, module_name)\n"
+             "            if type(self.model).__name__ == {architecture!r} and \"language_model\" in module_name:"
+             "  # vlcheck plant: lora skips the language model\n"
+             "                module_lora = None\n")
 
 
 class PlantError(RuntimeError):
@@ -110,6 +120,10 @@ def plant(name: str, models: Path) -> None:
         new = new.format(model_type=model_type_of(name.partition(":")[2]), slowdown=SLOWDOWN)
         edit(models.parent.parent / file, old, new)
         return
+    if name.startswith("lora-skips-language-model:"):
+        file, old, new = LORA_SKIP
+        edit(models.parent.parent / file, old, new.format(architecture=architecture_of(name.partition(":")[2])))
+        return
     if name == "compiled-only":
         file, old, new = COMPILED_ONLY
         edit(models / file, old, new)
@@ -133,9 +147,19 @@ def model_type_of(family: str) -> str:
     return spec.synthetic.model_type
 
 
+def architecture_of(family: str) -> str:
+    """The architecture vLLM builds for a family (its first example's)."""
+    from vlcheck.spec.registry import all_families
+
+    spec = all_families().get(family)
+    if spec is None:
+        raise PlantError(f"lora-skips-language-model:{family}: no such family (`vlcheck list`)")
+    return spec.variants[0].architecture
+
+
 def undo(models: Path) -> None:
     vllm = models.parent.parent
-    folders = [models, (vllm / RUNNER[0]).parent, (vllm / SLOW_PROCESSOR[0]).parent]
+    folders = [models, (vllm / RUNNER[0]).parent, (vllm / SLOW_PROCESSOR[0]).parent, (vllm / LORA_SKIP[0]).parent]
     for backup in sorted(b for folder in folders for b in folder.glob(f"*{ORIG}")):
         target = backup.with_name(backup.name[: -len(ORIG)])
         target.write_text(backup.read_text())
@@ -145,4 +169,5 @@ def undo(models: Path) -> None:
 
 def listing() -> list[str]:
     return ([f"projector:{f}  ({file})" for f, (file, _) in PROJECTOR.items()] + [f"compiled-only  ({COMPILED_ONLY[0]})"]
-            + [f"graphs-drop-media  ({RUNNER[0]})", f"slow-processor:FAMILY  ({SLOW_PROCESSOR[0]})"])
+            + [f"graphs-drop-media  ({RUNNER[0]})", f"slow-processor:FAMILY  ({SLOW_PROCESSOR[0]})",
+               f"lora-skips-language-model:FAMILY  ({LORA_SKIP[0]})"])
