@@ -285,8 +285,9 @@ def register(sub, common) -> None:
     p.add_argument("--weights", choices=WEIGHTS, default="auto", help="with --gpu: " + WEIGHTS_HELP)
     p.add_argument("--config", action="append", default=[], metavar="NAME",
                    help="with --cpu-engine or --gpu: also these engine configurations, a cell each per family "
-                        "(`cpu_engine.NAME`, `engine.NAME`; repeatable): chunked, prefix, load, long, video_file; "
-                        "on GPUs also compiled, fp8, tp2 and encoder_dp (2 GPUs); all; or serve:FLAGS (your `vllm serve` "
+                        "(`cpu_engine.NAME`, `engine.NAME`; repeatable): defaults, chunked, prefix, load, long, "
+                        "video_file, lora, spec_ngram; on GPUs also defaults_v2, compiled, fp8, pp2, tp2 and encoder_dp "
+                        "(2 GPUs); all; or serve:FLAGS (your `vllm serve` "
                         "flags on the synthetic checkpoint); each against the eager goldens within measured noise, "
                         "with proof that its path ran (docs/configurations.md)")
     p.add_argument("--launch-line", dest="serve", action="append", metavar='"vllm serve MODEL --flag ..."',
