@@ -11,8 +11,10 @@ Per request of the transformers reference (`numerics.reference.requests`, one pe
 - **a batch that mixes them**: adapter a, adapter b and no adapter in one `generate` call (both
   adapter slots full, `max_loras=2`), each row held to its own request answered alone.
 - **served**, where the served checks select the family-config: `vllm serve --enable-lora
-  --lora-modules a=... b=...`, a chat request to model `a` held to the offline engine with adapter a
-  on the prompt tokens the server rendered.
+  --lora-modules a=... b=...`, the image request's chat form sent to model `a`, held to the offline
+  answer with adapter a where the server rendered the example's prompt token for token (where its
+  chat template renders another prompt, llava's, that is the served checks' finding: recorded as
+  not compared).
 
 Proof: the adapters the engine loaded (`list_loras`) and how far each moved the first step. A
 family whose vLLM model class has no LoRA support (`SupportsLoRA`) skips saying so; so does one
@@ -84,10 +86,10 @@ def _vllm_answers(handle, requests, adapters: dict[str, str]):
 
     params = greedy(max_tokens=NEW_TOKENS, logprobs=reference.TOP_K)
     order = [*adapters, None]
+    loras = {name: _lora_request(name, path) for name, path in adapters.items()}
     alone, mixed = [], []
     for r in requests:
         one = {"prompt": r.prompt, "multi_modal_data": r.mm_data()}
-        loras = {name: _lora_request(name, path) for name, path in adapters.items()}
         alone.append({name: _answer(handle.llm.generate([one], params, use_tqdm=False, lora_request=loras.get(name)))
                       for name in order})
         batch = handle.llm.generate([one] * len(order), params, use_tqdm=False,
@@ -181,16 +183,12 @@ def _first_step_moved(want: dict, got: dict) -> list[str]:
 def _served(spec: FamilySpec, variant: Variant, handle, config: Configuration, adapters: dict[str, str], request,
             offline_a: dict, measured: Measured) -> None:
     """`vllm serve --enable-lora --lora-modules a=PATH b=PATH`, asked for model `a` with the image
-    request's chat form: held to the offline engine's answer with adapter a (`offline_a`), where the
-    server rendered the example's prompt (as many prompt tokens)."""
+    request's chat form, held to the offline answer with adapter a (`offline_a`)."""
     from vlcheck.configurations.checks import engine_overrides
     from vlcheck.core.results import frames_in_text
     from vlcheck.engine import engine_server as api_server
     from vlcheck.engine.engines import engine_args
-    from vlcheck.prompt.render import default_questions
-    from vlcheck.served.client import Client
     from vlcheck.served.render import NotServable, served_chat_template
-    from vlcheck.served.requests import chat_messages, data_url
 
     overrides = {k: v for k, v in engine_overrides(config, handle.platform).items()
                  if k not in ("in_process_core", "environment")}
@@ -209,31 +207,45 @@ def _served(spec: FamilySpec, variant: Variant, handle, config: Configuration, a
         measured.frames = frames_in_text(str(err))
         return
     try:
-        question = default_questions(variant, request.modality)[0]
-        urls = [data_url(request.modality, item) for item in request.items]
-        messages = chat_messages(variant, request.modality, question, len(request.items), urls=urls)
-        reply = Client(server.url, "a", SERVED_TIMEOUT_S).chat(
-            messages, temperature=0.0, max_tokens=NEW_TOKENS, logprobs=True, top_logprobs=reference.TOP_K,
-            return_tokens_as_token_ids=True, return_token_ids=True)
+        reply = _ask_adapter_a(server, variant, request)
     finally:
         server.stop()
     if not reply.ok:
         measured.problems.append(f"served: the chat request to adapter a was refused ({reply.status}): {reply.message[:300]}")
         return
+    _held_to_offline(reply.body, offline_a, handle.dtype, measured)
+
+
+def _ask_adapter_a(server, variant: Variant, request):
+    from vlcheck.prompt.render import default_questions
+    from vlcheck.served.client import Client
+    from vlcheck.served.requests import chat_messages, data_url
+
+    question = default_questions(variant, request.modality)[0]
+    urls = [data_url(request.modality, item) for item in request.items]
+    messages = chat_messages(variant, request.modality, question, len(request.items), urls=urls)
+    return Client(server.url, "a", SERVED_TIMEOUT_S).chat(
+        messages, temperature=0.0, max_tokens=NEW_TOKENS, logprobs=True, top_logprobs=reference.TOP_K,
+        return_tokens_as_token_ids=True, return_token_ids=True)
+
+
+def _held_to_offline(body, offline_a: dict, dtype: str, measured: Measured) -> None:
+    """The served answer against the offline one, where both ran the same prompt token ids."""
     from vlcheck.engine.served_answer import as_golden
 
-    served = as_golden(reply.body)
+    served = as_golden(body)
     served_ids = served.pop("prompt_token_ids", None)
     served.pop("text", None)
     offline_ids = offline_a.get("prompt_token_ids")
     offline_a = {k: v for k, v in offline_a.items() if k != "prompt_token_ids"}
     measured.proof["served_prompt_tokens"] = served["prompt_tokens"]
-    if served_ids != offline_ids:  # the chat template renders another prompt: the served checks' finding, not the adapter's
-        differ = sum(a != b for a, b in zip(served_ids or [], offline_ids or [])) + abs(len(served_ids or []) - len(offline_ids or []))
-        measured.facts["served"] = (f"not compared: the server rendered another prompt than the example's ({served['prompt_tokens']} "
-                                    f"tokens against {offline_a['prompt_tokens']}, {differ} differ)")
+    if served_ids != offline_ids:  # the chat template renders another prompt: the served checks' finding
+        differ = (sum(a != b for a, b in zip(served_ids or [], offline_ids or []))
+                  + abs(len(served_ids or []) - len(offline_ids or [])))
+        measured.facts["served"] = (f"not compared: the server rendered another prompt than the example's "
+                                    f"({served['prompt_tokens']} tokens against {offline_a['prompt_tokens']}, {differ} differ)")
         return
     found = goldens.logprobs_close([offline_a], [served])
-    found += _first_step_moved(offline_a, served) if handle.dtype == "float32" else []
+    found += _first_step_moved(offline_a, served) if dtype == "float32" else []
     measured.facts["served"] = found or "match"
     measured.problems += [f"served: model a over HTTP against the offline engine with adapter a: {p}" for p in found]

@@ -34,7 +34,7 @@ class Measured:
 
 
 INFORMATIONAL = ("proof", "engine_start_s", "distance_to_eager", "distance_to_unquantized", "distance_to_tp1",
-                 "batch_dependence_nats", "media_change_nats", "server_start_s")
+                 "batch_dependence_nats", "media_change_nats", "server_start_s", "moved_nats")
 """Recorded for people, never compared: counters that follow the scheduler's batching, float distances."""
 
 
