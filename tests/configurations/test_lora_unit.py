@@ -149,3 +149,27 @@ def test_speculation_counters_are_read_from_vllms_own_metrics():
                                           "vllm:spec_decode_num_accepted_tokens": 5}))
     assert found == {"drafts": 4, "draft_tokens": 12, "accepted_tokens": 5}
     assert speculative.counters(_Engine({}))["accepted_tokens"] == 0
+
+
+def test_the_connector_adapter_targets_the_projector_too_and_the_others_do_not(qwen2_vl_adapters):
+    from vlcheck.checkpoints import lora
+
+    family, variant, folder, adapters = qwen2_vl_adapters
+    targets = json.loads((adapters["c"] / "adapter_config.json").read_text())["target_modules"]
+    assert sorted(t for t in targets if "merger" in t) == ["model.visual.merger.mlp.0", "model.visual.merger.mlp.2"]
+    assert not any("blocks" in t for t in targets)  # the vision tower's own layers: not an adapter's
+    assert not any("merger" in t for t in json.loads((adapters["a"] / "adapter_config.json").read_text())["target_modules"])
+    assert lora_check.adapter_names(CONFIGURATIONS["lora"]) == ("a", "b")
+    assert lora_check.adapter_names(CONFIGURATIONS["lora_tower"]) == lora.WITH_CONNECTOR == ("c",)
+
+
+def test_lora_tower_skips_where_vllms_lora_manager_takes_no_tower_adapters():
+    pytest.importorskip("vllm")
+    tower = CONFIGURATIONS["lora_tower"]
+    qwen2_vl = get_family("qwen2_vl")
+    assert lora_check.applies(qwen2_vl, qwen2_vl.variants[0], tower) is None  # vLLM 0.24.0 logs that it supports it
+    without = [name for name in ("llava", "paligemma", "idefics3", "gemma3", "mistral3")
+               if lora_check.applies(get_family(name), get_family(name).variants[0], tower)]
+    for name in without:
+        assert "takes no LoRA on its tower or connector" in lora_check.applies(get_family(name), get_family(name).variants[0], tower)
+        assert lora_check.applies(get_family(name), get_family(name).variants[0], CONFIGURATIONS["lora"]) is None

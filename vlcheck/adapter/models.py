@@ -21,11 +21,15 @@ def load_model_class(arch: str) -> type:
 
 
 def class_supports(model_cls: type, feature: str) -> bool:
-    """vLLM's own interface checks: `lora` (SupportsLoRA), `pipeline_parallel` (SupportsPP)."""
+    """vLLM's own interface checks: `lora` (SupportsLoRA), `pipeline_parallel` (SupportsPP),
+    `tower_connector_lora` (LoRA on the vision tower and connector: what vLLM's LoRA manager asks,
+    a multimodal class with `get_num_mm_encoder_tokens`; vllm 0.24 lora/model_manager.py)."""
     # vllm 0.24, 0.33: vllm.model_executor.models.interfaces
-    from vllm.model_executor.models.interfaces import supports_lora, supports_pp
+    from vllm.model_executor.models.interfaces import supports_lora, supports_multimodal, supports_pp
 
-    checks = {"lora": supports_lora, "pipeline_parallel": supports_pp}
+    checks = {"lora": supports_lora, "pipeline_parallel": supports_pp,
+              "tower_connector_lora": lambda c: supports_lora(c) and supports_multimodal(c)
+              and hasattr(c, "get_num_mm_encoder_tokens")}
     return bool(checks[feature](model_cls))
 
 

@@ -6,8 +6,9 @@ is redrawn from the seed as the seeded checkpoints' weights are (`seeded.draw`, 
 `gain / sqrt(fan_in)`), scaled by `GAIN`, so that the adapter moves the next-token logprobs by
 about a nat: enough to tell an applied adapter from none, and one adapter from another.
 
-The vision tower and the projector are left out, as the adapters users serve on vLLM are trained
-(vLLM loads tower or connector LoRA only with `enable_tower_connector_lora`, for some models).
+Adapters `a` and `b` leave the vision tower and the projector out, as most adapters users serve on
+vLLM are trained; adapter `c` also targets the projector's linear layers (the connector), which vLLM
+loads only with `enable_tower_connector_lora`, for the models that support it (`lora_tower`).
 Built once per checkpoint content, recipe, builder code and peft/transformers versions.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
@@ -25,8 +27,15 @@ ALPHA = 16
 GAIN = 0.5
 """Over `seeded.draw`'s std, for A and B alike: the update B.A.x then has about a quarter of the
 layer's own output scale times alpha / rank (2)."""
-ADAPTERS = {"a": 1, "b": 2}
-"""The adapters a family-config gets, by name, with their seeds: two, so that one batch can mix them."""
+ADAPTERS = {"a": 1, "b": 2, "c": 3}
+"""The adapters, by name, with their seeds (also their LoRA ids): `a` and `b` on the language model
+(two, so that one batch can mix them), `c` on the language model and the connector."""
+WITH_CONNECTOR = ("c",)
+PROJECTOR_NAMES = re.compile(r"^(multi_modal_projector|mm_projector|merger|connector|projector|mlp1|image_projector|"
+                             r"img_projection|language_projection|visual_projection|vision_projection|embed_vision|"
+                             r"aligner|resampler)$")
+"""Names transformers' VLMs give the module that maps vision features into the language model
+(as vLLM's: `adapter.engine.PROJECTOR_NAMES`)."""
 BUILDER_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 
 
@@ -40,6 +49,7 @@ class Recipe:
     alpha: int = ALPHA
     gain: float = GAIN
     seed: int = 1
+    connector: bool = False
 
 
 def language_model_linears(model) -> list[str]:
@@ -60,6 +70,17 @@ def language_model_linears(model) -> list[str]:
     return names
 
 
+def connector_linears(model) -> list[str]:
+    """The qualified names of the linear layers of the outermost projector module (the connector)."""
+    import torch
+
+    roots = [n for n, _ in model.named_modules() if PROJECTOR_NAMES.match(n.rsplit(".", 1)[-1])]
+    if not roots:
+        raise NoLanguageModel(f"{type(model).__name__}: no projector module by the usual names to put an adapter on")
+    root = min(roots, key=lambda n: (n.count("."), n))
+    return [n for n, m in model.named_modules() if (n == root or n.startswith(root + ".")) and isinstance(m, torch.nn.Linear)]
+
+
 def _versions() -> dict[str, str | None]:
     from importlib import metadata
 
@@ -75,7 +96,7 @@ def _versions() -> dict[str, str | None]:
 def adapter_dir(checkpoint: Path, architecture: str, name: str) -> Path:
     """The adapter `name` (one of ADAPTERS) over the seeded `checkpoint`, built on first use.
     Raises ImportError without peft, NoLanguageModel where there is nothing to target."""
-    recipe = Recipe(seed=ADAPTERS[name])
+    recipe = Recipe(seed=ADAPTERS[name], connector=name in WITH_CONNECTOR)
     content = {"checkpoint": Path(checkpoint).name, "architecture": architecture, "recipe": asdict(recipe),
                "builder": BUILDER_HASH, "packages": _versions()}
     digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
@@ -103,7 +124,7 @@ def _build(checkpoint: Path, architecture: str, recipe: Recipe, out: Path) -> No
     from vlcheck.checkpoints.seeded import draw
 
     model, _ = numerics.hf_load(checkpoint, architecture)
-    targets = language_model_linears(model)
+    targets = language_model_linears(model) + (connector_linears(model) if recipe.connector else [])
     config = peft.LoraConfig(r=recipe.rank, lora_alpha=recipe.alpha, target_modules=targets, lora_dropout=0.0,
                              bias="none")
     wrapped = peft.get_peft_model(model, config)

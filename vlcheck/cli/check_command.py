@@ -286,7 +286,7 @@ def register(sub, common) -> None:
     p.add_argument("--config", action="append", default=[], metavar="NAME",
                    help="with --cpu-engine or --gpu: also these engine configurations, a cell each per family "
                         "(`cpu_engine.NAME`, `engine.NAME`; repeatable): defaults, chunked, prefix, load, long, "
-                        "video_file, lora, spec_ngram; on GPUs also defaults_v2, compiled, fp8, pp2, tp2 and encoder_dp "
+                        "video_file, lora, lora_tower, spec_ngram; on GPUs also defaults_v2, compiled, fp8, pp2, tp2 and encoder_dp "
                         "(2 GPUs); all; or serve:FLAGS (your `vllm serve` "
                         "flags on the synthetic checkpoint); each against the eager goldens within measured noise, "
                         "with proof that its path ran (docs/configurations.md)")

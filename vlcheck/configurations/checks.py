@@ -15,7 +15,7 @@ MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.con
                "long": "vlcheck.configurations.long_prompts", "fp8": "vlcheck.configurations.quantized",
                "tp2": "vlcheck.configurations.sharded", "encoder_dp": "vlcheck.configurations.sharded",
                "defaults": "vlcheck.configurations.vllm_defaults", "defaults_v2": "vlcheck.configurations.vllm_defaults",
-               "lora": "vlcheck.configurations.lora", "spec_ngram": "vlcheck.configurations.speculative"}
+               "lora": "vlcheck.configurations.lora", "lora_tower": "vlcheck.configurations.lora", "spec_ngram": "vlcheck.configurations.speculative"}
 """The configurations with a module of their own; every other one (chunked, prefix, compiled, pp2,
 a user's flags) runs the offline engine's requests: vlcheck.configurations.offline."""
 

@@ -1,5 +1,7 @@
 """The `lora` configuration: two synthetic PEFT adapters (`checkpoints.lora`, written by peft) on the
-family-config's seeded checkpoint, served by vLLM with `enable_lora`, as users serve fine-tunes.
+family-config's seeded checkpoint, served by vLLM with `enable_lora`, as users serve fine-tunes; and
+`lora_tower`: one adapter that also targets the connector, with `enable_tower_connector_lora`, the
+same checks with it (and no mixed batch of two adapters).
 
 Per request of the transformers reference (`numerics.reference.requests`, one per modality):
 - **applied**: each adapter moves vLLM's first-step top-5 logprobs away from the same engine's
@@ -32,19 +34,35 @@ from vlcheck.spec.schema import FamilySpec, Variant
 
 NEW_TOKENS = reference.NEW_TOKENS
 SERVED_TIMEOUT_S = 300.0
-IN_A_MIXED_BATCH = "in a batch with adapters a and b"
-"""The words every mixed-batch problem carries (a declaration's `findings` may name them)."""
+IN_A_MIXED_BATCH = "in a batch with adapters"
+"""The words every mixed-batch problem carries ("... in a batch with adapters a and b"; a declaration's
+`findings` may name them)."""
 
 
 def applies(spec: FamilySpec, variant: Variant, config: Configuration | None = None) -> str | None:
-    """vLLM serves adapters only for model classes that declare LoRA support."""
+    """vLLM serves adapters only for model classes that declare LoRA support (and on the tower and
+    connector only for those its LoRA manager accepts there)."""
     try:
         model_cls = adapter.load_model_class(variant.architecture)
     except Exception:  # noqa: BLE001 - no class to ask: the engine's start will say it
         return None
-    if adapter.class_supports(model_cls, "lora"):
-        return None
-    return f"vLLM's {model_cls.__name__} does not support LoRA (it is not SupportsLoRA)"
+    if not adapter.class_supports(model_cls, "lora"):
+        return f"vLLM's {model_cls.__name__} does not support LoRA (it is not SupportsLoRA)"
+    if _on_connector(config) and not adapter.class_supports(model_cls, "tower_connector_lora"):
+        return (f"vLLM's {model_cls.__name__} takes no LoRA on its tower or connector (no get_num_mm_encoder_tokens: "
+                "enable_tower_connector_lora would be ignored)")
+    return None
+
+
+def _on_connector(config: Configuration | None) -> bool:
+    return bool(config is not None and config.engine_args.get("enable_tower_connector_lora"))
+
+
+def adapter_names(config: Configuration) -> tuple[str, ...]:
+    """`lora`: a and b (a batch can mix them); `lora_tower`: c, on the language model and the connector."""
+    from vlcheck.checkpoints.lora import ADAPTERS, WITH_CONNECTOR
+
+    return WITH_CONNECTOR if _on_connector(config) else tuple(n for n in ADAPTERS if n not in WITH_CONNECTOR)
 
 
 def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -> Measured:
@@ -54,7 +72,8 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     from vlcheck.checkpoints import lora
 
     try:
-        adapters = {name: str(lora.adapter_dir(handle.model_dir, variant.architecture, name)) for name in lora.ADAPTERS}
+        adapters = {name: str(lora.adapter_dir(handle.model_dir, variant.architecture, name))
+                    for name in adapter_names(config)}
     except ImportError as err:
         return Measured(not_exercised=f"peft is not installed, so no adapter can be made: {err}")
     except lora.NoLanguageModel as err:
@@ -69,7 +88,8 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     measured.proof["adapters_loaded"] = sorted(handle.llm.llm_engine.list_loras())
     image = next((i for i, r in enumerate(requests) if r.modality == "image"), None)
     if handle.serve_selected and image is not None:
-        _served(spec, variant, handle, config, adapters, requests[image], alone[image]["a"], measured)
+        first = next(iter(adapters))
+        _served(spec, variant, handle, config, adapters, requests[image], first, alone[image][first], measured)
     return measured
 
 
@@ -167,8 +187,9 @@ def _mixed_batch(requests, alone, mixed, dtype: str, measured: Measured) -> None
             want = alone_side[name]
             label = f"adapter {name}" if name is not None else "no adapter"
             found = goldens.logprobs_close([want], [got]) + (_first_step_moved(want, got) if dtype == "float32" else [])
-            measured.problems += [f"{r.shape}: the request with {label} {IN_A_MIXED_BATCH} answered otherwise than "
-                                  f"alone: {p}" for p in found]
+            others = " and ".join(n for n in batch if n is not None)
+            measured.problems += [f"{r.shape}: the request with {label} {IN_A_MIXED_BATCH} {others} answered otherwise "
+                                  f"than alone: {p}" for p in found]
 
 
 def _first_step_moved(want: dict, got: dict) -> list[str]:
@@ -181,9 +202,9 @@ def _first_step_moved(want: dict, got: dict) -> list[str]:
 
 
 def _served(spec: FamilySpec, variant: Variant, handle, config: Configuration, adapters: dict[str, str], request,
-            offline_a: dict, measured: Measured) -> None:
-    """`vllm serve --enable-lora --lora-modules a=PATH b=PATH`, asked for model `a` with the image
-    request's chat form, held to the offline answer with adapter a (`offline_a`)."""
+            name: str, offline: dict, measured: Measured) -> None:
+    """`vllm serve --enable-lora --lora-modules a=PATH b=PATH`, asked for model `name` with the image
+    request's chat form, held to the offline answer with that adapter (`offline`)."""
     from vlcheck.configurations.checks import engine_overrides
     from vlcheck.core.results import frames_in_text
     from vlcheck.engine import engine_server as api_server
@@ -207,16 +228,17 @@ def _served(spec: FamilySpec, variant: Variant, handle, config: Configuration, a
         measured.frames = frames_in_text(str(err))
         return
     try:
-        reply = _ask_adapter_a(server, variant, request)
+        reply = _ask_adapter(server, variant, request, name)
     finally:
         server.stop()
     if not reply.ok:
-        measured.problems.append(f"served: the chat request to adapter a was refused ({reply.status}): {reply.message[:300]}")
+        measured.problems.append(f"served: the chat request to adapter {name} was refused ({reply.status}): "
+                                 f"{reply.message[:300]}")
         return
-    _held_to_offline(reply.body, offline_a, handle.dtype, measured)
+    _held_to_offline(reply.body, name, offline, handle.dtype, measured)
 
 
-def _ask_adapter_a(server, variant: Variant, request):
+def _ask_adapter(server, variant: Variant, request, name: str):
     from vlcheck.prompt.render import default_questions
     from vlcheck.served.client import Client
     from vlcheck.served.requests import chat_messages, data_url
@@ -224,12 +246,12 @@ def _ask_adapter_a(server, variant: Variant, request):
     question = default_questions(variant, request.modality)[0]
     urls = [data_url(request.modality, item) for item in request.items]
     messages = chat_messages(variant, request.modality, question, len(request.items), urls=urls)
-    return Client(server.url, "a", SERVED_TIMEOUT_S).chat(
+    return Client(server.url, name, SERVED_TIMEOUT_S).chat(
         messages, temperature=0.0, max_tokens=NEW_TOKENS, logprobs=True, top_logprobs=reference.TOP_K,
         return_tokens_as_token_ids=True, return_token_ids=True)
 
 
-def _held_to_offline(body, offline_a: dict, dtype: str, measured: Measured) -> None:
+def _held_to_offline(body, name: str, offline_a: dict, dtype: str, measured: Measured) -> None:
     """The served answer against the offline one, where both ran the same prompt token ids."""
     from vlcheck.engine.served_answer import as_golden
 
@@ -248,4 +270,5 @@ def _held_to_offline(body, offline_a: dict, dtype: str, measured: Measured) -> N
     found = goldens.logprobs_close([offline_a], [served])
     found += _first_step_moved(offline_a, served) if dtype == "float32" else []
     measured.facts["served"] = found or "match"
-    measured.problems += [f"served: model a over HTTP against the offline engine with adapter a: {p}" for p in found]
+    measured.problems += [f"served: model {name} over HTTP against the offline engine with adapter {name}: {p}"
+                          for p in found]

@@ -163,6 +163,12 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "moved them (the adapters the engine loaded are recorded)",
         LORA_ARGS, cpu_engine_args={"dtype": "float32"}, cpu_where_served=True),
     Configuration(
+        "lora_tower", "a LoRA adapter on the language model and the connector (projector), served with "
+        "enable_tower_connector_lora, where vLLM's model class supports that",
+        "as `lora`: the adapter moved the first-step logprobs as transformers + peft moved them",
+        {**LORA_ARGS, "enable_tower_connector_lora": True}, cpu_engine_args={"dtype": "float32"},
+        cpu_where_served=True),
+    Configuration(
         "spec_ngram", "n-gram speculative decoding (prompt lookup, 3 tokens)",
         "vLLM's counters: draft tokens proposed and accepted during the example's requests",
         {"speculative_config": NGRAM_SPECULATION}, cpu_where_served=True),
