@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
@@ -31,11 +30,6 @@ ADAPTERS = {"a": 1, "b": 2, "c": 3}
 """The adapters, by name, with their seeds (also their LoRA ids): `a` and `b` on the language model
 (two, so that one batch can mix them), `c` on the language model and the connector."""
 WITH_CONNECTOR = ("c",)
-PROJECTOR_NAMES = re.compile(r"^(multi_modal_projector|mm_projector|merger|connector|projector|mlp1|image_projector|"
-                             r"img_projection|language_projection|visual_projection|vision_projection|embed_vision|"
-                             r"aligner|resampler)$")
-"""Names transformers' VLMs give the module that maps vision features into the language model
-(as vLLM's: `adapter.engine.PROJECTOR_NAMES`)."""
 BUILDER_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 
 
@@ -73,6 +67,8 @@ def language_model_linears(model) -> list[str]:
 def connector_linears(model) -> list[str]:
     """The qualified names of the linear layers of the outermost projector module (the connector)."""
     import torch
+
+    from vlcheck.adapter.engine import PROJECTOR_NAMES  # transformers' VLMs name it as vLLM's do
 
     roots = [n for n, _ in model.named_modules() if PROJECTOR_NAMES.match(n.rsplit(".", 1)[-1])]
     if not roots:
