@@ -30,6 +30,7 @@ ADAPTERS = {"a": 1, "b": 2, "c": 3}
 """The adapters, by name, with their seeds (also their LoRA ids): `a` and `b` on the language model
 (two, so that one batch can mix them), `c` on the language model and the connector."""
 WITH_CONNECTOR = ("c",)
+
 BUILDER_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 
 
