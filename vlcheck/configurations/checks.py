@@ -8,8 +8,8 @@ from typing import Any
 
 from vlcheck.configurations.outcome import cell
 from vlcheck.configurations.registry import Configuration
-from vlcheck.core.results import CheckResult, Status, from_exception
-from vlcheck.spec.schema import FamilySpec, Variant
+from vlcheck.core.results import CheckResult, Status, declared_deviation, from_exception
+from vlcheck.spec.schema import CHECKS, FamilySpec, Variant
 
 MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.configurations.video_file",
                "long": "vlcheck.configurations.long_prompts", "fp8": "vlcheck.configurations.quantized",
@@ -62,5 +62,9 @@ def run(config: Configuration, spec: FamilySpec, variant: Variant, handle) -> Ch
     except TemplateUnavailable as err:  # the example's prompt needs a Hub file this cache lacks
         return CheckResult(spec.name, name, Status.SKIP, f"[{variant.kind}] {config.name}: {err}")
     except Exception as err:  # noqa: BLE001 - core.results.raised_by decides fail (vLLM's) or error (vlcheck's)
-        return from_exception(spec.name, name, err, f"[{variant.kind}] {config.name}:")
+        result = from_exception(spec.name, name, err, f"[{variant.kind}] {config.name}:")
+        declared = variant.deviation(config.name) if config.name in CHECKS else None
+        if result.status is Status.FAIL and declared is not None and declared.covers_finding(result.reason):
+            return declared_deviation(result, variant, declared_as=config.name)  # what vLLM raised is its declared finding
+        return result
     return cell(spec, variant, name, config.name, measured)
