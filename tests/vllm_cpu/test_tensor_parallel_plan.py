@@ -1,11 +1,11 @@
 """Tensor-parallel-ready synthetic checkpoints, on CPU: per family-config, whether the TP-ready
 build works and which TP sizes its head counts allow (`python -m vlcheck.engine.tensor_parallel` prints
-the table); the GPU test skips a size with the same reason."""
+the table); the GPU configurations tp2, tp4, encoder_dp* and pp2_tp2 skip a size with the same reason."""
 
 import pytest
 
 from vlcheck.checkpoints.synthetic import SHRINK, NotBuildable, checkpoint_dir, tp_ready_sizes, tp_ready_value
-from vlcheck.engine.tensor_parallel import TP_READY_HEADS, blockers, plan, results_table, sharded_counts
+from vlcheck.engine.tensor_parallel import TP_READY_HEADS, blockers, plan, sharded_counts
 
 
 def test_tp_ready_sizes_keep_head_dim_and_scale_widths():
@@ -53,24 +53,27 @@ def test_tp_ready_checkpoint_builds_and_splits(family, variant, request):
 
 
 def test_the_tp_table_is_read_from_the_gpu_tiers_junit(tmp_path):
-    name = "test_tensor_parallel_outputs_match_tp1"
+    from vlcheck.configurations.sharded import results_table
+
+    name = "test_configuration"
     (tmp_path / "a.xml").write_text(
-        f'<testsuites><testsuite><testcase name="{name}[qwen2_vl-single]"><properties>'
-        '<property name="tp1_engine_start_s" value="5.2"/><property name="tp2_engine_start_s" value="9.8"/>'
-        '<property name="tp_compared_requests" value="4"/></properties></testcase>'
+        f'<testsuites><testsuite><testcase name="{name}[gpu-qwen2_vl-single-tp4]"><properties>'
+        '<property name="configuration" value="tp4"/><property name="proof" value="{&quot;workers&quot;: 4}"/>'
+        '</properties></testcase>'
+        f'<testcase name="{name}[gpu-qwen2_vl-single-chunked]"/>'
         '<testcase name="test_stop_token_ends_generation[qwen2_vl-single]"/></testsuite></testsuites>')
     (tmp_path / "b.xml").write_text(
-        f'<testsuites><testsuite><testcase name="{name}[deepseek_ocr-single]">'
+        f'<testsuites><testsuite><testcase name="{name}[gpu-deepseek_ocr-single-tp2]">'
         '<skipped type="pytest.xfail" message="declared deviation: head_dim 0"/></testcase>'
-        f'<testcase name="{name}[llava-single]"><failure message="TP=2 differs from TP=1 beyond numeric noise:&#10;image x1: ..."/>'
-        '</testcase>'
-        f'<testcase name="{name}[mistral3-single]"><failure message="Failed: Timeout (&gt;240.0s) from pytest-timeout."/>'
-        '</testcase></testsuite></testsuites>')
+        f'<testcase name="{name}[gpu-blip-2-single-pp2_tp2]"><failure message="[single] pp2_tp2: image x1: PP=2 x TP=2 '
+        'against TP=1: token 3 differs"/></testcase>'
+        f'<testcase name="{name}[gpu-llava-onevision-single-encoder_dp4]"><failure message="Failed: Timeout (&gt;240.0s) '
+        'from pytest-timeout."/></testcase></testsuite></testsuites>')
     assert results_table(tmp_path).splitlines()[2:] == [
-        "| qwen2_vl-single | agree | 4 | 5.2 / 9.8 |  |",
-        "| deepseek_ocr-single | declared (xfail) | - | - | declared deviation: head_dim 0 |",
-        "| llava-single | DIFFER | - | - | TP=2 differs from TP=1 beyond numeric noise: |",
-        "| mistral3-single | not compared | - | - | Failed: Timeout (>240.0s) from pytest-timeout. |",  # never a difference
+        '| qwen2_vl-single | tp4 | agree | {"workers": 4} |  |',
+        "| deepseek_ocr-single | tp2 | declared (xfail) | - | declared deviation: head_dim 0 |",
+        "| blip-2-single | pp2_tp2 | DIFFER | - | [single] pp2_tp2: image x1: PP=2 x TP=2 against TP=1: token 3 differs |",
+        "| llava-onevision-single | encoder_dp4 | not compared | - | Failed: Timeout (>240.0s) from pytest-timeout. |",  # never a difference
     ]
 
 

@@ -287,7 +287,7 @@ def register(sub, common) -> None:
                    help="with --cpu-engine or --gpu: also these engine configurations, a cell each per family "
                         "(`cpu_engine.NAME`, `engine.NAME`; repeatable): defaults, chunked, prefix, load, long, "
                         "video_file, lora, lora_tower, spec_ngram; on GPUs also defaults_v2, compiled, fp8, pp2, tp2 and encoder_dp "
-                        "(2 GPUs); all; or serve:FLAGS (your `vllm serve` "
+                        "(2 GPUs), tp4, encoder_dp4 and pp2_tp2 (4 GPUs); all; or serve:FLAGS (your `vllm serve` "
                         "flags on the synthetic checkpoint); each against the eager goldens within measured noise, "
                         "with proof that its path ran (docs/configurations.md)")
     p.add_argument("--launch-line", dest="serve", action="append", metavar='"vllm serve MODEL --flag ..."',

@@ -122,9 +122,10 @@ def cmd_shards(args) -> int:
 def cmd_tp(args) -> int:
     from pathlib import Path
 
+    from vlcheck.configurations.sharded import results_table
     from vlcheck.engine import tensor_parallel
 
-    print(tensor_parallel.results_table(Path(args.results)) if args.results else "\n".join(tensor_parallel.plan_lines()))
+    print(results_table(Path(args.results)) if args.results else "\n".join(tensor_parallel.plan_lines()))
     return OK
 
 
@@ -199,6 +200,6 @@ def register(sub) -> None:
     q.set_defaults(func=cmd_shards)
 
     q = actions.add_parser("tp", help="the tensor-parallel sizes each family-config's TP-ready checkpoint splits into, "
-                                      "or a GPU tier run's TP=N vs TP=1 table")
+                                      "or a GPU tier run's table of the configurations held to TP=1 (tp2, tp4, encoder_dp, encoder_dp4, pp2_tp2)")
     q.add_argument("--results", metavar="LOGS", help="a GPU tier run's logs.tgz (or its logs folder)")
     q.set_defaults(func=cmd_tp)

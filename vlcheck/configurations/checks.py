@@ -13,7 +13,7 @@ from vlcheck.spec.schema import CHECKS, FamilySpec, Variant
 
 MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.configurations.video_file",
                "long": "vlcheck.configurations.long_prompts", "fp8": "vlcheck.configurations.quantized",
-               "tp2": "vlcheck.configurations.sharded", "encoder_dp": "vlcheck.configurations.sharded",
+               **dict.fromkeys(("tp2", "encoder_dp", "tp4", "encoder_dp4", "pp2_tp2"), "vlcheck.configurations.sharded"),
                "defaults": "vlcheck.configurations.vllm_defaults", "defaults_v2": "vlcheck.configurations.vllm_defaults",
                "lora": "vlcheck.configurations.lora", "lora_tower": "vlcheck.configurations.lora", "spec_ngram": "vlcheck.configurations.speculative"}
 """The configurations with a module of their own; every other one (chunked, prefix, compiled, pp2,

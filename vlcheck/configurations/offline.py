@@ -40,8 +40,8 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
         prefix_probes(spec, variant, handle, runs, measured)
     elif config.name == "compiled":
         compiled_proof(handle, measured)
-    elif config.name == "pp2":
-        pipeline_proof(handle, config, measured)
+    elif "pipeline_parallel_size" in config.engine_args:
+        parallel_proof(handle, config, measured)
     else:  # a user's flags: the engine started with them
         measured.proof = {"engine_args": config.engine_args}
     return measured
@@ -155,13 +155,23 @@ def applies(spec: FamilySpec, variant: Variant, config: Configuration) -> str | 
     return None if adapter.class_supports(model_cls, "pipeline_parallel") else f"vLLM's {model_cls.__name__} does not support pipeline parallelism (SupportsPP)"
 
 
-def pipeline_proof(handle, config: Configuration, measured: Measured) -> None:
-    wanted = int(config.engine_args["pipeline_parallel_size"])
+def parallel_proof(handle, config: Configuration, measured: Measured) -> None:
+    """One answer per worker (tensor x pipeline ranks), and the engine's own parallel sizes and encoder mode
+    as the configuration's engine args ask (`pp2` here; `tp2`, `tp4`, `pp2_tp2`, `encoder_dp*`: sharded.py)."""
+    tp = int(config.engine_args.get("tensor_parallel_size", 1))
+    pp = int(config.engine_args.get("pipeline_parallel_size", 1))
     workers = len(adapter.loaded_layer_methods(handle.llm))
-    stages = handle.llm.llm_engine.vllm_config.parallel_config.pipeline_parallel_size
-    measured.proof = {"workers": workers, "pipeline_parallel_size": stages}
-    if workers != wanted or stages != wanted:
-        measured.not_exercised = f"the engine ran {stages} pipeline stage(s) on {workers} worker(s), not {wanted}"
+    vllm_config = handle.llm.llm_engine.vllm_config
+    parallel = vllm_config.parallel_config
+    mode = getattr(vllm_config.model_config.multimodal_config, "mm_encoder_tp_mode", None)
+    measured.proof = {"workers": workers, "tensor_parallel_size": parallel.tensor_parallel_size,
+                      "pipeline_parallel_size": parallel.pipeline_parallel_size, "mm_encoder_tp_mode": mode}
+    if (workers, parallel.tensor_parallel_size, parallel.pipeline_parallel_size) != (tp * pp, tp, pp):
+        measured.not_exercised = (f"the engine answered from {workers} worker(s) at tensor_parallel_size "
+                                  f"{parallel.tensor_parallel_size}, pipeline_parallel_size {parallel.pipeline_parallel_size}, "
+                                  f"not {tp * pp} at {tp} x {pp}")
+    elif config.engine_args.get("mm_encoder_tp_mode") == "data" and mode != "data":
+        measured.not_exercised = f"the engine's mm_encoder_tp_mode is {mode!r}: the encoder was not run data-parallel"
 
 
 @dataclass

@@ -184,6 +184,18 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "encoder_dp", "tensor parallelism over 2 GPUs with the vision encoder data-parallel (mm_encoder_tp_mode=data)",
         "2 tensor-parallel workers, and the engine's multimodal config says mm_encoder_tp_mode data",
         {"tensor_parallel_size": 2, "mm_encoder_tp_mode": "data"}, platforms=("gpu",), checkpoint="tp_ready", gpus=2),
+    Configuration(
+        "tp4", "tensor parallelism over 4 GPUs (tensor_parallel_size=4): every layer sharded, the vision tower too",
+        "the loaded model answered from 4 tensor-parallel workers, and the engine's parallel config says 4",
+        {"tensor_parallel_size": 4}, platforms=("gpu",), checkpoint="tp_ready", gpus=4),
+    Configuration(
+        "encoder_dp4", "tensor parallelism over 4 GPUs with the vision encoder data-parallel (mm_encoder_tp_mode=data)",
+        "4 tensor-parallel workers, and the engine's multimodal config says mm_encoder_tp_mode data",
+        {"tensor_parallel_size": 4, "mm_encoder_tp_mode": "data"}, platforms=("gpu",), checkpoint="tp_ready", gpus=4),
+    Configuration(
+        "pp2_tp2", "pipeline parallelism 2 x tensor parallelism 2 over 4 GPUs: two stages of layers, each sharded",
+        "the loaded model answered from 4 workers, and the engine's parallel config says pipeline 2 x tensor 2",
+        {"pipeline_parallel_size": 2, "tensor_parallel_size": 2}, platforms=("gpu",), checkpoint="tp_ready", gpus=4),
 )}
 
 DEFAULT = EAGER.name

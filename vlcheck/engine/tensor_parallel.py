@@ -8,7 +8,7 @@ has 2 attention heads; `synthetic.checkpoint_dir(..., heads=TP_READY_HEADS)` bui
 family that cannot be split is known on CPU and skips on the GPU with that reason.
 
 `vlcheck tier tp` prints the sizes for every family-config, and with `--results gpu-out/logs.tgz`
-the TP=N vs TP=1 table of a GPU tier run.
+the table of a GPU tier run's configurations held to TP=1 (`configurations.sharded.results_table`).
 """
 
 from __future__ import annotations
@@ -93,41 +93,6 @@ def plan(spec: FamilySpec, variant: Variant, heads: int = TP_READY_HEADS) -> Ten
         return TensorParallelPlan(name, False, f"{type(err).__name__}: {str(err)[:300]}")
     saved = json.loads((folder / "config.json").read_text())
     return TensorParallelPlan(name, True, blocked={size: blockers(saved, size) for size in TP_SIZES}, saved_config=saved)
-
-
-COMPARED_AND_DIFFERED = "differs from TP=1 beyond numeric noise"
-"""The comparison's own assertion (vlcheck/runners/tier/engine/test_tensor_parallel.py); any other failure
-means the outputs were never compared."""
-
-
-def results_table(evidence: Path) -> str:
-    """The GPU tier's TP results as a Markdown table, from its JUnit XMLs (a logs folder or the
-    logs.tgz that scripts/gpu-tier.sh leaves)."""
-    import tarfile
-
-    from vlcheck.core import junit
-
-    if evidence.is_dir():
-        documents = [f.read_bytes() for f in sorted(evidence.rglob("*.xml"))]
-    else:
-        with tarfile.open(evidence) as tar:
-            documents = [tar.extractfile(m).read() for m in sorted(tar.getmembers(), key=lambda m: m.name)
-                         if m.name.endswith(".xml")]
-    rows = ["| family-config | TP=N vs TP=1 | requests compared | engine start TP=1 / TP=N (s) | reason |", "|---|---|---|---|---|"]
-    labels = {"failed": "DIFFER", "error": "error", "skipped": "skip", "xfailed": "declared (xfail)"}
-    for document in documents:
-        for case in junit.cases(document):
-            if not case.name.startswith("test_tensor_parallel_outputs_match_tp1["):
-                continue
-            config = case.name.split("[", 1)[1].rstrip("]")
-            props = case.properties
-            outcome = labels.get(case.outcome, "agree")
-            if outcome == "DIFFER" and COMPARED_AND_DIFFERED not in case.detail:
-                outcome = "not compared"  # the engines did not get there: a timeout, a crash
-            reason = case.message[:200] if case.outcome != "passed" else ""
-            starts = " / ".join(props.get(k, "-") for k in sorted(k for k in props if k.endswith("_engine_start_s")))
-            rows.append(f"| {config} | {outcome} | {props.get('tp_compared_requests', '-')} | {starts or '-'} | {reason} |")
-    return "\n".join(rows)
 
 
 def plan_lines() -> list[str]:

@@ -122,7 +122,7 @@ NO_CONFIGURATION = ("no engine configuration selected: --vlcheck-config NAME (re
 def configuration_params(config: pytest.Config) -> list:
     """The configurations selected with --vlcheck-config but eager (whose tests are the engine
     tier itself); none selected: one `none` that skips saying how to select them."""
-    wanted = config.getoption("--vlcheck-config")
+    wanted = config.getoption("--vlcheck-config") + tensor_parallel_configurations(config)
     try:
         chosen = {c.name: c for c in select(wanted, "cpu") + select(wanted, "gpu")} if wanted else {}
     except UnknownConfiguration as err:
@@ -131,7 +131,18 @@ def configuration_params(config: pytest.Config) -> list:
     return params or [pytest.param(None, id="none")]
 
 
-ENGINE_FIXTURES = ("engine", "seeded_engine", "engine_cache_off", "tp_ready_engine", "configured_engine")
+def tensor_parallel_configurations(config: pytest.Config) -> list[str]:
+    """`--vlcheck-tp N`: the `tpN` configuration (TP=N against TP=1 on the TP-ready checkpoint)."""
+    size = config.getoption("--vlcheck-tp")
+    if size is None:
+        return []
+    if f"tp{size}" not in CONFIGURATIONS:
+        sizes = ", ".join(c[2:] for c in CONFIGURATIONS if c.startswith("tp") and c[2:].isdigit())
+        raise pytest.UsageError(f"--vlcheck-tp {size}: no tp{size} configuration (sizes: {sizes})")
+    return [f"tp{size}"]
+
+
+ENGINE_FIXTURES = ("engine", "seeded_engine", "engine_cache_off", "configured_engine")
 """The fixtures below, each serving a family-config from its own engine (`engine` and
 `seeded_engine` share one where seeded weights are served)."""
 

@@ -220,18 +220,6 @@ def engine_report_cells(request):
 
 
 @pytest.fixture
-def tp_ready_engine(family, variant, engines, request):
-    """`tp_ready_engine(size)`: the family-config's tensor-parallel-ready synthetic checkpoint with
-    seeded weights, served at tensor_parallel_size `size` (vlcheck/engine/tensor_parallel.py)."""
-    from vlcheck.engine.tensor_parallel import TP_READY_HEADS
-
-    def at(size: int):
-        return start_engine(family, variant, engines, "seeded", request, heads=TP_READY_HEADS, tensor_parallel_size=size)
-
-    return at
-
-
-@pytest.fixture
 def seeded_engine(family, variant, engines, engine_platform, request):
     """(engine, dtype): the family-config's seeded checkpoint served in float32, as transformers
     ran the CPU reference, or in bfloat16 where vLLM refuses float32

@@ -73,8 +73,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "each against the eager goldens, with proof that its path ran (tests/configurations/). "
                          "Served ones (load, video_file) run where --vlcheck-serve selects a server")
     group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
-                    help="GPU tier: compare each family-config served at tensor_parallel_size N with TP=1 "
-                         "(vlcheck/runners/tier/engine/test_tensor_parallel.py; N GPUs per family-config)")
+                    help="GPU tier: the configuration tpN (--vlcheck-config tpN): each family-config served at "
+                         "tensor_parallel_size N on its TP-ready checkpoint against TP=1 (N GPUs per family-config)")
     group.addoption("--vlcheck-specs", action="append", default=[], metavar="DIR",
                     help=f"a folder of your own spec files (repeatable; also the ini option vlcheck_specs, and "
                          f"${SPEC_PATH_ENV}): their families are checked, and vlcheck's tier is collected unless "

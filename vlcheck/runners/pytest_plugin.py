@@ -26,7 +26,7 @@ from vlcheck.runners.plugin_collection import (  # noqa: F401
 from vlcheck.runners.plugin_fixtures import (  # noqa: F401
     EngineServers, _shared_server_serves, _spec_must_load, configured_engine, engine, engine_cache_off,
     engine_death_as_outcome, engine_platform, engine_report_cells, engine_server, engine_servers, engines,
-    family_snapshot, seeded_engine, serve_engine, serve_selected, start_engine, tp_ready_engine, weights_mode)
+    family_snapshot, seeded_engine, serve_engine, serve_selected, start_engine, weights_mode)
 from vlcheck.runners.plugin_options import STARTED, pytest_addoption  # noqa: F401
 from vlcheck.runners.plugin_reporting import (  # noqa: F401
     pytest_report_teststatus, pytest_runtest_makereport, pytest_sessionfinish, pytest_terminal_summary)
