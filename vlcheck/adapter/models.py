@@ -22,15 +22,28 @@ def load_model_class(arch: str) -> type:
 
 def class_supports(model_cls: type, feature: str) -> bool:
     """vLLM's own interface checks: `lora` (SupportsLoRA), `pipeline_parallel` (SupportsPP),
-    `tower_connector_lora` (LoRA on the vision tower and connector: what vLLM's LoRA manager asks,
-    a multimodal class with `get_num_mm_encoder_tokens`; vllm 0.24 lora/model_manager.py)."""
+    `tower_connector_lora` (LoRA on the vision tower and connector, `tower_lora_declared`)."""
     # vllm 0.24, 0.33: vllm.model_executor.models.interfaces
     from vllm.model_executor.models.interfaces import supports_lora, supports_multimodal, supports_pp
 
     checks = {"lora": supports_lora, "pipeline_parallel": supports_pp,
-              "tower_connector_lora": lambda c: supports_lora(c) and supports_multimodal(c)
-              and hasattr(c, "get_num_mm_encoder_tokens")}
+              "tower_connector_lora": lambda c: supports_lora(c) and supports_multimodal(c) and tower_lora_declared(c)}
     return bool(checks[feature](model_cls))
+
+
+def tower_lora_declared(model_cls: type) -> bool:
+    """Whether the model class itself says it takes LoRA on its tower and connector. vllm >= 0.32: the class
+    flag `supports_tower_connector_lora`. vllm 0.24 asks `hasattr(model, "get_num_mm_encoder_tokens")`, which
+    every multimodal class passes (SupportsMultiModal defines a stub returning None): only a class whose own
+    implementation replaces the stub takes it (mistral3 and minicpmv, stub only, crash at engine start with
+    enable_tower_connector_lora: `torch.empty(None)` in the tower's punica wrapper, H200, vLLM 0.24.0)."""
+    from vllm.model_executor.models.interfaces import SupportsMultiModal
+
+    flag = getattr(model_cls, "supports_tower_connector_lora", None)
+    if flag is not None:
+        return bool(flag)
+    own = getattr(model_cls, "get_num_mm_encoder_tokens", None)
+    return own is not None and own is not getattr(SupportsMultiModal, "get_num_mm_encoder_tokens", None)
 
 
 @lru_cache(maxsize=None)

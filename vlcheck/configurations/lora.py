@@ -49,8 +49,9 @@ def applies(spec: FamilySpec, variant: Variant, config: Configuration | None = N
     if not adapter.class_supports(model_cls, "lora"):
         return f"vLLM's {model_cls.__name__} does not support LoRA (it is not SupportsLoRA)"
     if _on_connector(config) and not adapter.class_supports(model_cls, "tower_connector_lora"):
-        return (f"vLLM's {model_cls.__name__} takes no LoRA on its tower or connector (no get_num_mm_encoder_tokens: "
-                "enable_tower_connector_lora would be ignored)")
+        return (f"vLLM's {model_cls.__name__} takes no LoRA on its tower or connector (neither the class flag "
+                "supports_tower_connector_lora nor a get_num_mm_encoder_tokens of its own; vLLM 0.24.0 then crashes at "
+                "engine start with enable_tower_connector_lora, measured on mistral3 and minicpmv, a finding of its own)")
     return None
 
 
