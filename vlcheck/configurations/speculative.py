@@ -11,6 +11,7 @@ from __future__ import annotations
 from vlcheck.configurations.offline import against_eager, generation, sees_media
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import Configuration
+from vlcheck.engine.engines import metric_sums
 from vlcheck.spec.schema import FamilySpec, Variant
 
 HELD_TO_EAGER_ENGINE = True
@@ -19,13 +20,8 @@ COUNTERS = {"drafts": "vllm:spec_decode_num_drafts", "draft_tokens": "vllm:spec_
 
 
 def counters(llm) -> dict[str, float]:
-    """vLLM's speculative-decoding counters, summed over engines (needs disable_log_stats=False)."""
-    found = dict.fromkeys(COUNTERS, 0.0)
-    names = {v: k for k, v in COUNTERS.items()}
-    for metric in llm.get_metrics():
-        if metric.name in names:
-            found[names[metric.name]] += metric.value
-    return found
+    """vLLM's speculative-decoding counters, summed over engines."""
+    return metric_sums(llm, COUNTERS)
 
 
 def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -> Measured:

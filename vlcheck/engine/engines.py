@@ -493,13 +493,17 @@ def _environment(values: dict[str, str]):
                 os.environ[k] = v
 
 
-def cache_counters(llm) -> dict[str, float]:
-    """`vllm:mm_cache_queries` and `vllm:mm_cache_hits` (counted per item; needs
-    disable_log_stats=False)."""
-    out = {"queries": 0.0, "hits": 0.0}
+def metric_sums(llm, names: dict[str, str]) -> dict[str, float]:
+    """vLLM's own counters (`LLM.get_metrics`, summed over engines; needs disable_log_stats=False), as
+    {our name: value} for `names` {our name: vLLM's metric name}."""
+    found = dict.fromkeys(names, 0.0)
+    ours = {vllm_name: name for name, vllm_name in names.items()}
     for metric in llm.get_metrics():
-        if metric.name == "vllm:mm_cache_queries":
-            out["queries"] += metric.value
-        elif metric.name == "vllm:mm_cache_hits":
-            out["hits"] += metric.value
-    return out
+        if metric.name in ours:
+            found[ours[metric.name]] += metric.value
+    return found
+
+
+def cache_counters(llm) -> dict[str, float]:
+    """`vllm:mm_cache_queries` and `vllm:mm_cache_hits` (counted per item)."""
+    return metric_sums(llm, {"queries": "vllm:mm_cache_queries", "hits": "vllm:mm_cache_hits"})
