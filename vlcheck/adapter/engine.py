@@ -255,6 +255,17 @@ def prepare_cpu_engine() -> None:
 
 
 
+def forget_cached_environment() -> None:
+    """vLLM reads its environment variables once and for all in a process where an engine core has
+    initialised (`vllm.envs.enable_envs_cache`, 0.24 and later): an engine started after an in-process
+    core (the CPU build's, `chunked`'s) would otherwise read the first engine's values, not its own."""
+    try:
+        from vllm.envs import disable_envs_cache
+    except ImportError:  # a release without the cache reads the environment at every use
+        return
+    disable_envs_cache()
+
+
 def _cpu_kernel_block_sizes() -> list | None:
     try:
         from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend

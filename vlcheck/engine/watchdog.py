@@ -65,12 +65,28 @@ def settled(log: Path, quiet: float = 0.3, limit: float = 3.0) -> None:
         time.sleep(quiet)
 
 
+EMPTY_LOG = "(the engine's log is empty)"
+
+
 def last_words(log: Path, lines: int = LAST_WORDS_LINES) -> str:
     try:
         text = log.read_text(errors="replace").splitlines()
     except OSError as err:
         return f"(no engine log: {err})"
-    return "\n".join(text[-lines:]) if text else "(the engine's log is empty)"
+    return "\n".join(text[-lines:]) if text else EMPTY_LOG
+
+
+def last_words_or_traceback(log: Path, err: BaseException, frames: int = 6) -> str:
+    """The engine log's tail; an engine core in this process (vLLM's CPU build) fails before it
+    writes a line, and then the Python frames that raised are its last words."""
+    words = last_words(log)
+    if words != EMPTY_LOG:
+        return f"\nIts last words ({log}):\n{words}"
+    import traceback
+
+    stack = traceback.extract_tb(err.__traceback__)[-frames:]
+    return (f"\nThe engine's log is empty ({log}); where it was raised in this process:\n"
+            + "".join(traceback.format_list(stack)).rstrip())
 
 
 def exit_description(code: int | None, exited: bool = False) -> str:
