@@ -195,3 +195,31 @@ def test_lora_towers_gpu_findings_are_declared_by_what_vllm_said_and_nothing_els
     assert declared.covers_finding(said)
     assert not declared.covers_finding("image x1: lora_tower against transformers + peft: token 3 differs")
     assert declared.applies("0.24.0", "5.16.1", "cuda") and not declared.applies("0.33.0", "5.20.2", "cuda")
+
+
+class _DeadEngineHandle:
+    platform = "gpu"
+
+
+def test_an_engine_that_dies_of_a_declared_finding_is_that_deviation_and_of_another_a_failure(monkeypatch):
+    # On the H200s the adapter on paligemma2's connector killed the engine core (EngineDied, its
+    # ValueError in the last words): the cell failed, its declaration unread, until run() read the words.
+    from vlcheck.configurations import checks
+    from vlcheck.engine.watchdog import EngineDied
+
+    said = ("ValueError: While loading /tmp/x-lora-c, expected target modules in {'q_proj'} but received "
+            "['multi_modal_projector.linear', 'multi_modal_projector.linear']. Please verify")
+    other = "AssertionError"
+    paligemma2 = get_family("paligemma2")
+    declared = paligemma2.single.deviations["lora_tower"]
+    monkeypatch.setattr(type(paligemma2.single), "deviation", lambda self, check: declared if check == "lora_tower" else None)
+    for last, status in ((said, Status.DEVIATION), (other, Status.FAIL)):
+        def measure(*args, last=last):
+            raise EngineDied(f"paligemma2-single: the engine's process EngineCore (pid 7) exited with code 1 during "
+                             f"LLM.generate. Its last words (/tmp/e.log):\n(EngineCore pid=7)   File \"x.py\"\n"
+                             f"(EngineCore pid=7) {last}")
+        monkeypatch.setattr(checks, "_module", lambda config, measure=measure: type("M", (), {"measure": staticmethod(measure)}))
+        result = checks.run(CONFIGURATIONS["lora_tower"], paligemma2, paligemma2.single, _DeadEngineHandle())
+        assert result.status is status, result.reason
+        said_by_cell = result.finding if status is Status.DEVIATION else result.reason  # a deviation keeps what it saw
+        assert "exited with code 1 during LLM.generate" in said_by_cell and last.split(":")[0] in said_by_cell

@@ -167,22 +167,22 @@ def test_spec_ngram_starts_its_engine_core_apart_on_the_cpu_build_where_the_othe
     assert os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"  # set only while its engine starts
 
 
-def test_each_engine_reads_its_own_environment_after_an_in_process_core_froze_vllms(monkeypatch):
+def test_each_engine_start_forgets_the_environment_an_earlier_in_process_core_froze(monkeypatch, engine_starts):
     # vLLM caches its environment variables once an engine core initialised in a process
-    # (envs.enable_envs_cache): the engines after it would read the first one's values.
-    import vllm.envs as envs
-
+    # (envs.enable_envs_cache): measured on 0.24.0, VLLM_ENABLE_V1_MULTIPROCESSING set to 1 after it still
+    # read False. Each start forgets that cache while its own environment is set, before vLLM reads it.
     from vlcheck import adapter
+    from vlcheck.configurations.checks import engine_overrides
+    from vlcheck.engine import engines
 
-    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    envs.enable_envs_cache()
-    try:
-        monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
-        assert envs.VLLM_ENABLE_V1_MULTIPROCESSING is False  # frozen: the failure this guards against
-        adapter.forget_cached_environment()
-        assert envs.VLLM_ENABLE_V1_MULTIPROCESSING is True
-    finally:
-        envs.disable_envs_cache()
+    events = []
+    monkeypatch.setattr(adapter, "forget_cached_environment",
+                        lambda: events.append(("forget", os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING"))))
+    engine_starts[1].append(lambda args: events.append(("start", os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING"))))
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    qwen = get_family("qwen2_vl")
+    engines.EngineCache().get(qwen, qwen.single, "seeded", "gpu", **engine_overrides(CONFIGURATIONS["chunked"]))
+    assert events == [("forget", "0"), ("start", "0")]
 
 
 def test_an_engine_declared_not_to_start_is_not_started_in_the_test_process(engine_starts):

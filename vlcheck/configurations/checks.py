@@ -4,11 +4,13 @@ it, and its report cell (`engine.<name>` on GPUs, `cpu_engine.<name>` on vLLM's 
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
 from vlcheck.configurations.outcome import cell
 from vlcheck.configurations.registry import Configuration
 from vlcheck.core.results import CheckResult, Status, declared_deviation, from_exception
+from vlcheck.engine.watchdog import EngineDied
 from vlcheck.spec.schema import CHECKS, FamilySpec, Variant
 
 MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.configurations.video_file",
@@ -18,6 +20,18 @@ MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.con
                "lora": "vlcheck.configurations.lora", "lora_tower": "vlcheck.configurations.lora", "spec_ngram": "vlcheck.configurations.speculative"}
 """The configurations with a module of their own; every other one (chunked, prefix, compiled, pp2,
 a user's flags) runs the offline engine's requests: vlcheck.configurations.offline."""
+
+
+_RAISED = re.compile(r"\b(\w+(?:Error|Exception|Exit))(?:$|: (.*)$)")
+
+
+def death_summary(err: EngineDied, limit: int = 600) -> str:
+    """An engine's death in one line: the watchdog's headline and the last exception its log raised
+    (an adapter that would not load, a kernel's assertion), where the log has one."""
+    lines = str(err).splitlines()
+    raised = [m for m in (_RAISED.search(line) for line in lines[1:]) if m]
+    said = f": {raised[-1][1]}{': ' + raised[-1][2].strip() if raised[-1][2] else ''}" if raised else ""
+    return f"the engine died ({lines[0] if lines else ''}){said}"[:limit]
 
 
 def _module(config: Configuration):
@@ -62,6 +76,12 @@ def run(config: Configuration, spec: FamilySpec, variant: Variant, handle) -> Ch
         measured = _module(config).measure(spec, variant, handle, config)
     except TemplateUnavailable as err:  # the example's prompt needs a Hub file this cache lacks
         return CheckResult(spec.name, name, Status.SKIP, f"[{variant.kind}] {config.name}: {err}")
+    except EngineDied as err:  # vLLM's engine died under the check: its last error line is the finding
+        result = CheckResult(spec.name, name, Status.FAIL, f"[{variant.kind}] {config.name}: {death_summary(err)}")
+        declared = variant.deviation(config.name) if config.name in CHECKS else None
+        if declared is not None and declared.covers_finding(result.reason):
+            return declared_deviation(result, variant, declared_as=config.name)
+        return result
     except Exception as err:  # noqa: BLE001 - core.results.raised_by decides fail (vLLM's) or error (vlcheck's)
         result = from_exception(spec.name, name, err, f"[{variant.kind}] {config.name}:")
         declared = variant.deviation(config.name) if config.name in CHECKS else None
