@@ -30,6 +30,9 @@ def vllm_copy(tmp_path):
     processing = tmp_path / "vllm" / plant.SLOW_PROCESSOR[0]
     processing.parent.mkdir(parents=True)
     shutil.copy(root / plant.SLOW_PROCESSOR[0], processing)
+    renderer = tmp_path / "vllm" / plant.SLOW_RENDER[0]
+    renderer.parent.mkdir(parents=True)
+    shutil.copy(root / plant.SLOW_RENDER[0], renderer)
     manager = tmp_path / "vllm" / plant.LORA_SKIP[0]
     manager.parent.mkdir(parents=True)
     shutil.copy(root / plant.LORA_SKIP[0], manager)
@@ -37,7 +40,7 @@ def vllm_copy(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["graphs-drop-media", "compiled-only", "projector:qwen2_vl", "slow-processor:qwen2_vl",
-                                  "lora-skips-language-model:llava"])
+                                  "slow-render:qwen2_vl", "lora-skips-language-model:llava"])
 def test_a_plant_edits_the_reference_vllms_line_into_valid_python_and_undo_restores_it(vllm_copy, name):
     files = {p: p.read_text() for p in vllm_copy.parent.parent.rglob("*.py")}
     plant.plant(name, vllm_copy)
@@ -68,6 +71,19 @@ def test_slow_processor_sleeps_for_its_family_only(vllm_copy):
     plant.undo(vllm_copy)
     with pytest.raises(plant.PlantError, match="no such family"):
         plant.plant("slow-processor:no_such_family", vllm_copy)
+
+
+def test_slow_render_times_each_chat_renderer_from_its_start_and_sleeps_for_its_family_only(vllm_copy):
+    plant.plant("slow-render:qwen2_vl", vllm_copy)
+    planted = (vllm_copy.parent.parent / plant.SLOW_RENDER[0]).read_text()
+    # render_messages and render_messages_async alike: each starts its clock and sleeps before it returns
+    assert planted.count("_planted_start = ") == 2 and planted.count("hf_config.model_type == 'qwen2_vl':") == 2
+    tree = ast.parse(planted)
+    for name in ("render_messages", "render_messages_async"):
+        (function,) = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
+        body = ast.get_source_segment(planted, function)
+        assert body.index("_planted_start = ") < body.index("sleep(") < body.rindex("return conversation, prompt")
+    plant.undo(vllm_copy)
 
 
 def test_the_lora_plant_acts_on_the_familys_architecture_only(vllm_copy):

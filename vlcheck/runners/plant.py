@@ -5,6 +5,7 @@
     vlcheck plant compiled-only         # Qwen2's decoder layers x 1.01 under torch.compile only
     vlcheck plant graphs-drop-media     # image prefills replayed by a CUDA graph lose their image
     vlcheck plant slow-processor:qwen2_vl  # one family's multimodal processing 30% slower
+    vlcheck plant slow-render:qwen2_vl  # one family's chat rendering 30% slower
     vlcheck plant lora-skips-language-model:llava  # one wrapper's adapters never reach its language model
     vlcheck plant --undo                # restore every planted file
     vlcheck plant --list
@@ -26,6 +27,9 @@ longer has that line: the plants are written against vLLM 0.24.0 (the reference)
 - `slow-processor:<family>`: vLLM's multimodal processor, for the family's model type only, sleeps
   30% of the time its HF-processor step took (cache hit or miss): the class of "a release made one
   family's preprocessing slower", which only `vlcheck speed ab` can catch.
+- `slow-render:<family>`: vLLM's chat renderer (the messages parsed, their media decoded, the chat
+  template applied), for the family's model type only, sleeps 30% of the time it took: "a release
+  made one family's chat rendering slower", caught by `speed ab`'s `render` metric.
 - `lora-skips-language-model:<family>`: vLLM's LoRA manager, for the family's architecture only,
   loads no adapter weights into the language model's layers when it activates an adapter: the
   class of "a text LoRA that silently does nothing on a wrapper VLM". Only `lora` can catch it.
@@ -80,6 +84,16 @@ SLOW_PROCESSOR = ("multimodal/processing/processor.py",
                   "        if self.info.ctx.model_config.hf_config.model_type == {model_type!r}:\n"
                   "            __import__(\"time\").sleep({slowdown} * (__import__(\"time\").perf_counter() - _planted_start))\n")
 SLOWDOWN = 0.3
+SLOW_RENDER = ("renderers/hf.py", [
+    ("        model_config = self.model_config\n        tokenizer = self.get_tokenizer()\n",
+     "        _planted_start = __import__(\"time\").perf_counter()  # vlcheck plant: slow render\n"
+     "        model_config = self.model_config\n        tokenizer = self.get_tokenizer()\n"),
+    ("        return conversation, prompt\n",
+     "        if model_config.hf_config.model_type == {model_type!r}:  # vlcheck plant: slow render\n"
+     "            __import__(\"time\").sleep({slowdown} * (__import__(\"time\").perf_counter() - _planted_start))\n"
+     "        return conversation, prompt\n")])
+"""vLLM's chat renderer (`render_messages` and its async twin, what the render server and `vllm serve`
+run for a chat request: parsing the messages and their media, the chat template), for one model type."""
 LORA_SKIP = ("lora/model_manager.py",
              "            module_lora = self._get_lora_layer_weights(lora_model, module_name)\n",
              "            module_lora = self._get_lora_layer_weights(lora_model, module_name)\n"
@@ -120,6 +134,12 @@ def plant(name: str, models: Path) -> None:
         new = new.format(model_type=model_type_of(name.partition(":")[2]), slowdown=SLOWDOWN)
         edit(models.parent.parent / file, old, new)
         return
+    if name.startswith("slow-render:"):
+        file, lines = SLOW_RENDER
+        model_type = model_type_of(name.partition(":")[2])
+        for old_line, new_line in lines:
+            edit(models.parent.parent / file, old_line, new_line.format(model_type=model_type, slowdown=SLOWDOWN))
+        return
     if name.startswith("lora-skips-language-model:"):
         file, old, new = LORA_SKIP
         edit(models.parent.parent / file, old, new.format(architecture=architecture_of(name.partition(":")[2])))
@@ -143,7 +163,7 @@ def model_type_of(family: str) -> str:
 
     spec = all_families().get(family)
     if spec is None or spec.synthetic is None or not spec.synthetic.model_type:
-        raise PlantError(f"slow-processor:{family}: no such family with a synthetic checkpoint (`vlcheck list`)")
+        raise PlantError(f"{family}: no such family with a synthetic checkpoint (`vlcheck list`)")
     return spec.synthetic.model_type
 
 
@@ -159,7 +179,7 @@ def architecture_of(family: str) -> str:
 
 def undo(models: Path) -> None:
     vllm = models.parent.parent
-    folders = [models, (vllm / RUNNER[0]).parent, (vllm / SLOW_PROCESSOR[0]).parent, (vllm / LORA_SKIP[0]).parent]
+    folders = [models, *{(vllm / file).parent for file in (RUNNER[0], SLOW_PROCESSOR[0], SLOW_RENDER[0], LORA_SKIP[0])}]
     for backup in sorted(b for folder in folders for b in folder.glob(f"*{ORIG}")):
         target = backup.with_name(backup.name[: -len(ORIG)])
         target.write_text(backup.read_text())
@@ -170,4 +190,5 @@ def undo(models: Path) -> None:
 def listing() -> list[str]:
     return ([f"projector:{f}  ({file})" for f, (file, _) in PROJECTOR.items()] + [f"compiled-only  ({COMPILED_ONLY[0]})"]
             + [f"graphs-drop-media  ({RUNNER[0]})", f"slow-processor:FAMILY  ({SLOW_PROCESSOR[0]})",
+               f"slow-render:FAMILY  ({SLOW_RENDER[0]})",
                f"lora-skips-language-model:FAMILY  ({LORA_SKIP[0]})"])

@@ -8,6 +8,9 @@ checkpoints carry the real processor configs), so any machine measures it truly.
   a hit (hashing the item, reading the cache).
 - `video_decode`: where the family takes video, vLLM's own loader for the checkpoint decoding an
   mp4 of the example's frames.
+- `render`: the family-config's render server (`vllm launch render` on its launch line, started
+  once per worker) answering the example's chat request over HTTP: parsing the messages (the image
+  as a data URL decoded), the chat template, the processor; what a client waits for before an engine.
 
 Each is a list of per-call seconds after one untimed call (imports, lazy initialisation).
 """
@@ -21,7 +24,7 @@ from typing import Callable
 from vlcheck import adapter
 from vlcheck.spec.schema import FamilySpec, Variant
 
-METRICS = ("processor", "processor_cached", "video_decode")
+METRICS = ("processor", "processor_cached", "video_decode", "render")
 
 
 class NotMeasurable(Exception):
@@ -76,7 +79,34 @@ def prepare(spec: FamilySpec, variant: Variant) -> Prepared:
             prepared.calls["video_decode"] = _video_decode(variant, local)
         except Exception as err:  # noqa: BLE001 - no mp4 writer or loader here: said, and the processor timings stand
             prepared.not_timed["video_decode"] = f"{type(err).__name__}: {str(err)[:200]}"
+    try:
+        prepared.calls["render"] = _render(spec, variant, modality)
+    except Exception as err:  # noqa: BLE001 - a server that does not serve it: said, the other timings stand
+        prepared.not_timed["render"] = f"{type(err).__name__}: {str(err)[:200]}"
     return prepared
+
+
+def _render(spec: FamilySpec, variant: Variant, modality: str) -> Callable[[], object]:
+    """The chat request's round trip through the family-config's own render server; the server
+    lives as long as this worker (its fork server stops it when the worker exits)."""
+    from vlcheck.prompt.render import default_questions
+    from vlcheck.served import render as served_render
+    from vlcheck.served.client import Client
+    from vlcheck.served.requests import chat_messages
+
+    server, _ = served_render.start(spec, variant)
+    server.wait_ready()
+    client = Client(server.url)
+    messages = chat_messages(variant, modality, default_questions(variant, modality)[0], 1)
+
+    def call():
+        reply = client.render_chat(messages)
+        if not reply.ok:  # a timing of an error page is no timing of rendering
+            raise NotMeasurable(f"the render server answered {reply.status}: {reply.message[:200]}")
+        return reply
+
+    call()  # untimed, as the processor's first call
+    return call
 
 
 def _video_decode(variant: Variant, local: str) -> Callable[[], object]:
