@@ -61,7 +61,7 @@ def test_the_worker_times_a_family_config_and_skips_an_unknown_one():
     hello, timed, skipped = (json.loads(line) for line in out.getvalue().splitlines())
     assert hello["versions"]["vllm"] and hello["machine"]["cores"] > 0
     # render: the family-config's render server answered the example's chat request (200), every call
-    assert set(timed["timings"]) == {"processor", "processor_cached", "video_decode", "render"}, timed.get("not_timed")
+    assert set(timed["timings"]) == {"processor", "processor_cached", "video_decode", "chat_render", "render"}, timed.get("not_timed")
     assert all(len(s) == 2 and all(x > 0 for x in s) for s in timed["timings"].values())
     assert "no such family-config" in skipped["skip"]
 

@@ -29,7 +29,7 @@ longer has that line: the plants are written against vLLM 0.24.0 (the reference)
   family's preprocessing slower", which only `vlcheck speed ab` can catch.
 - `slow-render:<family>`: vLLM's chat renderer (the messages parsed, their media decoded, the chat
   template applied), for the family's model type only, sleeps 30% of the time it took: "a release
-  made one family's chat rendering slower", caught by `speed ab`'s `render` metric.
+  made one family's chat rendering slower", caught by `speed ab`'s `chat_render` metric.
 - `lora-skips-language-model:<family>`: vLLM's LoRA manager, for the family's architecture only,
   loads no adapter weights into the language model's layers when it activates an adapter: the
   class of "a text LoRA that silently does nothing on a wrapper VLM". Only `lora` can catch it.

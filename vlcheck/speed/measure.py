@@ -8,6 +8,9 @@ checkpoints carry the real processor configs), so any machine measures it truly.
   a hit (hashing the item, reading the cache).
 - `video_decode`: where the family takes video, vLLM's own loader for the checkpoint decoding an
   mp4 of the example's frames.
+- `chat_render`: vLLM's chat renderer in this process on the example's chat request (the
+  messages parsed, the image decoded from its data URL, the chat template, the prompt tokenized):
+  the part of a served request before the processor, without a server's noise.
 - `render`: the family-config's render server (`vllm launch render` on its launch line, started
   once per worker) answering the example's chat request over HTTP: parsing the messages (the image
   as a data URL decoded), the chat template, the processor; what a client waits for before an engine.
@@ -24,7 +27,7 @@ from typing import Callable
 from vlcheck import adapter
 from vlcheck.spec.schema import FamilySpec, Variant
 
-METRICS = ("processor", "processor_cached", "video_decode", "render")
+METRICS = ("processor", "processor_cached", "video_decode", "chat_render", "render")
 
 
 class NotMeasurable(Exception):
@@ -80,10 +83,28 @@ def prepare(spec: FamilySpec, variant: Variant) -> Prepared:
         except Exception as err:  # noqa: BLE001 - no mp4 writer or loader here: said, and the processor timings stand
             prepared.not_timed["video_decode"] = f"{type(err).__name__}: {str(err)[:200]}"
     try:
+        prepared.calls["chat_render"] = _chat_render(variant, local, args, modality)
+    except Exception as err:  # noqa: BLE001 - vLLM's renderer refuses it: said, the other timings stand
+        prepared.not_timed["chat_render"] = f"{type(err).__name__}: {str(err)[:200]}"
+    try:
         prepared.calls["render"] = _render(spec, variant, modality)
     except Exception as err:  # noqa: BLE001 - a server that does not serve it: said, the other timings stand
         prepared.not_timed["render"] = f"{type(err).__name__}: {str(err)[:200]}"
     return prepared
+
+
+def _chat_render(variant: Variant, local: str, args: dict, modality: str) -> Callable[[], object]:
+    """The chat request through vLLM's renderer, with the chat template its render server gets."""
+    from vlcheck.adapter.chat_renderer import create_chat_renderer, render_chat
+    from vlcheck.prompt.render import default_questions
+    from vlcheck.served.render import served_chat_template
+    from vlcheck.served.requests import chat_messages
+
+    renderer = create_chat_renderer(local, args)
+    template = served_chat_template(variant, local)
+    messages = chat_messages(variant, modality, default_questions(variant, modality)[0], 1)
+    render_chat(renderer, messages, template)  # untimed, as the processor's first call
+    return lambda: render_chat(renderer, messages, template)
 
 
 def _render(spec: FamilySpec, variant: Variant, modality: str) -> Callable[[], object]:
