@@ -12,7 +12,7 @@ from vlcheck.speed import ab
 class FakeWorker:
     asked: list[str] = []
 
-    def __init__(self, label, env):
+    def __init__(self, label, env, served=False):
         self.label = label
         self.hello = {"versions": {"vllm": "x", "transformers": "y"}, "machine": {"cpu": "c", "cores": 2, "gpu": None},
                       "code": {"vllm": "d1"}}
@@ -60,7 +60,7 @@ def test_the_worker_times_a_family_config_and_skips_an_unknown_one():
     asks = [{"family": "qwen2_vl", "variant": "single", "repeats": 2},
             {"family": "no_such_family", "variant": "single", "repeats": 2}]
     out = io.StringIO()
-    assert serve(io.StringIO("".join(json.dumps(a) + "\n" for a in asks)), out) == 0
+    assert serve(io.StringIO("".join(json.dumps(a) + "\n" for a in asks)), out, served=True) == 0
     hello, timed, skipped = (json.loads(line) for line in out.getvalue().splitlines())
     assert hello["versions"]["vllm"] and hello["machine"]["cores"] > 0
     # every metric is timed or said not to be; the two renders need the model's chat template
@@ -94,3 +94,17 @@ def test_an_unknown_family_is_bad_input(tmp_path, capsys):
 
     assert cli.main(["speed", "ab", str(tmp_path), str(tmp_path), "--family", "no_such_family"]) == 2
     assert "no_such_family" in capsys.readouterr().err
+
+
+def test_without_served_no_render_server_is_started(monkeypatch):
+    pytest.importorskip("vllm")
+    from vlcheck.speed import measure
+    from vlcheck.spec.registry import get_family
+
+    def no_server(*args):
+        raise AssertionError("a render server was started without --served")
+
+    monkeypatch.setattr(measure, "_render", no_server)
+    qwen2_vl = get_family("qwen2_vl")
+    prepared = measure.prepare(qwen2_vl, qwen2_vl.single)
+    assert "render" not in prepared.calls and "render" not in prepared.not_timed

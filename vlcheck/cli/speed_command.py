@@ -41,7 +41,8 @@ def cmd_ab(args) -> int:
     print(f"{len(configs)} family-configs x {args.sessions} sessions x {args.rounds} rounds (ABBA) x {args.repeats} calls, baseline "
           f"{args.baseline}, candidate {args.candidate}", file=sys.stderr)
     try:
-        report = ab.run(Path(args.baseline), Path(args.candidate), configs, args.sessions, args.rounds, args.repeats)
+        report = ab.run(Path(args.baseline), Path(args.candidate), configs, args.sessions, args.rounds, args.repeats,
+                        served=args.served)
     except ab.WorkerFailed as err:
         print(f"vlcheck speed ab: {err}", file=sys.stderr)
         return 3
@@ -80,7 +81,7 @@ def table(report: dict) -> str:
 def cmd_worker(args) -> int:
     from vlcheck.speed.worker import serve
 
-    return serve()
+    return serve(served=args.served)
 
 
 def register(sub) -> None:
@@ -109,6 +110,10 @@ def register(sub) -> None:
     q.add_argument("--rounds", type=at_least_one, default=5, metavar="N", help="rounds per session, ABBA (default: %(default)s)")
     q.add_argument("--repeats", type=at_least_one, default=10, metavar="K", help="calls per round, their median kept "
                                                                        "(default: %(default)s)")
+    q.add_argument("--served", action="store_true",
+                   help="also time each family-config's render server answering the example's chat request over "
+                        "HTTP (`render`: what a client waits for; a server start per family-config and worker, a few "
+                        "seconds each; `chat_render` times the renderer itself either way)")
     q.add_argument("--json", metavar="FILE", help="write the per-round medians and comparisons as JSON")
     q.add_argument("--html", metavar="FILE", help="write the ratios with their noise bands as a page")
     q.set_defaults(func=cmd_ab)
@@ -117,4 +122,5 @@ def register(sub) -> None:
                                        "family-config's timings in this environment; its first line names the "
                                        "versions and the machine. `speed ab` starts it; run it by hand to see why a "
                                        "worker does not start.")
+    w.add_argument("--served", action="store_true", help="also start each family-config's render server and time it (`render`)")
     w.set_defaults(func=cmd_worker)

@@ -33,10 +33,10 @@ def python_of(env: Path) -> Path:
 
 
 class Worker:
-    def __init__(self, label: str, env: Path):
+    def __init__(self, label: str, env: Path, served: bool = False):
         """Spec folders reach the worker through $VLCHECK_SPEC_PATH, which it inherits."""
         self.label, self.env = label, env
-        argv = [str(python_of(env)), "-m", "vlcheck.cli", "speed", "worker"]
+        argv = [str(python_of(env)), "-m", "vlcheck.cli", "speed", "worker", *(["--served"] if served else [])]
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self.hello = self._read()
 
@@ -85,7 +85,7 @@ class ConfigResult:
 
 
 def run(baseline: Path, candidate: Path, configs: list[tuple[str, str]], sessions: int, rounds: int, repeats: int,
-        progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> dict:
+        progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr), served: bool = False) -> dict:
     """`sessions` pairs of fresh workers, one after the other, each asked `rounds` rounds: a process's
     own speed differs from the next one's (measured: the same environment's processor 25% apart in two
     processes, steady within each), so the noise is measured between sessions, not within one."""
@@ -95,7 +95,7 @@ def run(baseline: Path, candidate: Path, configs: list[tuple[str, str]], session
     for s in range(sessions):
         sides = ("baseline", "candidate") if s % 2 == 0 else ("candidate", "baseline")
         paths = {"baseline": baseline, "candidate": candidate}
-        workers = {side: Worker(side, paths[side]) for side in sides}
+        workers = {side: Worker(side, paths[side], served=served) for side in sides}
         try:
             hellos = {side: w.hello for side, w in workers.items()}
             session: dict = {}

@@ -11,8 +11,8 @@ checkpoints carry the real processor configs), so any machine measures it truly.
 - `chat_render`: vLLM's chat renderer in this process on the example's chat request (the
   messages parsed, the image decoded from its data URL, the chat template, the prompt tokenized):
   the part of a served request before the processor, without a server's noise.
-- `render`: the family-config's render server (`vllm launch render` on its launch line, started
-  once per worker) answering the example's chat request over HTTP: parsing the messages (the image
+- `render` (with `served`): the family-config's render server (`vllm launch render` on its launch
+  line, started once per worker) answering the example's chat request over HTTP: parsing the messages (the image
   as a data URL decoded), the chat template, the processor; what a client waits for before an engine.
 
 Each is a list of per-call seconds after one untimed call (imports, lazy initialisation).
@@ -52,7 +52,9 @@ class Prepared:
     """Metrics this family-config has but that cannot be timed here, with why."""
 
 
-def prepare(spec: FamilySpec, variant: Variant) -> Prepared:
+def prepare(spec: FamilySpec, variant: Variant, served: bool = False) -> Prepared:
+    """`served`: also start the family-config's render server and time its round trip (`render`),
+    a few seconds a worker per family-config (`speed ab --served`)."""
     from vlcheck.checkpoints.folders import model_files
     from vlcheck.prompt.render import default_questions
     from vlcheck.prompt.requests import example_prompt, media_data
@@ -86,6 +88,8 @@ def prepare(spec: FamilySpec, variant: Variant) -> Prepared:
         prepared.calls["chat_render"] = _chat_render(variant, local, args, modality)
     except Exception as err:  # noqa: BLE001 - vLLM's renderer refuses it: said, the other timings stand
         prepared.not_timed["chat_render"] = f"{type(err).__name__}: {str(err)[:200]}"
+    if not served:
+        return prepared
     try:
         prepared.calls["render"] = _render(spec, variant, modality)
     except Exception as err:  # noqa: BLE001 - a server that does not serve it: said, the other timings stand

@@ -27,7 +27,8 @@ def hello() -> dict:
     return {"versions": installed(), "vllm_build": vllm_build(), "code": digests(), "machine": machine()}
 
 
-def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
+def serve(stdin=sys.stdin, stdout=sys.stdout, served: bool = False) -> int:
+    """`served`: each family-config's render server is started and timed too (`measure.prepare`)."""
     from vlcheck.spec.registry import all_families
 
     families = all_families()
@@ -48,7 +49,7 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
             continue
         if key not in prepared:
             try:
-                prepared[key] = prepare(spec, variant)
+                prepared[key] = prepare(spec, variant, served)
             except NotMeasurable as err:
                 prepared[key] = str(err)  # asked again each round: said again, not tried again
         if isinstance(prepared[key], str):
