@@ -77,15 +77,16 @@ def run(config: Configuration, spec: FamilySpec, variant: Variant, handle) -> Ch
     except TemplateUnavailable as err:  # the example's prompt needs a Hub file this cache lacks
         return CheckResult(spec.name, name, Status.SKIP, f"[{variant.kind}] {config.name}: {err}")
     except EngineDied as err:  # vLLM's engine died under the check: its last error line is the finding
-        result = CheckResult(spec.name, name, Status.FAIL, f"[{variant.kind}] {config.name}: {death_summary(err)}")
-        declared = variant.deviation(config.name) if config.name in CHECKS else None
-        if declared is not None and declared.covers_finding(result.reason):
-            return declared_deviation(result, variant, declared_as=config.name)
-        return result
+        return _as_declared(config, variant, CheckResult(spec.name, name, Status.FAIL,
+                                                         f"[{variant.kind}] {config.name}: {death_summary(err)}"))
     except Exception as err:  # noqa: BLE001 - core.results.raised_by decides fail (vLLM's) or error (vlcheck's)
-        result = from_exception(spec.name, name, err, f"[{variant.kind}] {config.name}:")
-        declared = variant.deviation(config.name) if config.name in CHECKS else None
-        if result.status is Status.FAIL and declared is not None and declared.covers_finding(result.reason):
-            return declared_deviation(result, variant, declared_as=config.name)  # what vLLM raised is its declared finding
-        return result
+        return _as_declared(config, variant, from_exception(spec.name, name, err, f"[{variant.kind}] {config.name}:"))
     return cell(spec, variant, name, config.name, measured)
+
+
+def _as_declared(config: Configuration, variant: Variant, result: CheckResult) -> CheckResult:
+    """A failure whose words are the configuration's declared finding is that deviation; any other stands."""
+    declared = variant.deviation(config.name) if config.name in CHECKS else None
+    if result.status is Status.FAIL and declared is not None and declared.covers_finding(result.reason):
+        return declared_deviation(result, variant, declared_as=config.name)
+    return result
