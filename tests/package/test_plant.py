@@ -36,6 +36,9 @@ def vllm_copy(tmp_path):
     manager = tmp_path / "vllm" / plant.LORA_SKIP[0]
     manager.parent.mkdir(parents=True)
     shutil.copy(root / plant.LORA_SKIP[0], manager)
+    for file, _, _ in plant.QUANT_IGNORE_UNMAPPED:
+        (tmp_path / "vllm" / file).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / file, tmp_path / "vllm" / file)
     return models
 
 
@@ -93,3 +96,16 @@ def test_the_lora_plant_acts_on_the_familys_architecture_only(vllm_copy):
     with pytest.raises(plant.PlantError, match="no such family"):
         plant.plant("lora-skips-language-model:nope", vllm_copy)
     plant.undo(vllm_copy)
+
+
+def test_the_quantized_ignore_list_plant_skips_the_name_mapping_for_the_familys_architecture_only(vllm_copy):
+    files = {p: p.read_text() for p in vllm_copy.parent.parent.rglob("*.py")}
+    plant.plant("quant-ignore-unmapped:llava", vllm_copy)
+    changed = sorted(str(p.relative_to(vllm_copy.parent.parent)) for p, text in files.items() if p.read_text() != text)
+    assert changed == sorted(f for f, _, _ in plant.QUANT_IGNORE_UNMAPPED)  # both places vLLM maps a quant config
+    loader = (vllm_copy.parent.parent / plant.QUANT_IGNORE_UNMAPPED[0][0]).read_text()
+    assert "if hf_to_vllm_mapper is not None and model_class.__name__ != 'LlavaForConditionalGeneration':" in loader
+    for path in changed:
+        ast.parse((vllm_copy.parent.parent / path).read_text())
+    plant.undo(vllm_copy)
+    assert all(p.read_text() == text for p, text in files.items())

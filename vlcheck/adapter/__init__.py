@@ -46,7 +46,8 @@ from __future__ import annotations
 
 from vlcheck.adapter.chat import chat_template_content_format, chat_template_fallback, render_chat_template
 from vlcheck.adapter.engine import (AllowedValues, engine_arg_types, engine_arg_values, forget_cached_environment,
-                                    loaded_layer_methods, lora_request, prepare_cpu_engine, release_engine_memory, shutdown_engine, version)
+                                    loaded_layer_kernels, loaded_layer_methods, lora_request, prepare_cpu_engine,
+                                    release_engine_memory, shutdown_engine, version)
 from vlcheck.adapter.models import (class_supports, is_multimodal_class, load_model_class, supported_architectures,
                                     takes_modality)
 from vlcheck.adapter.processor import Processor, apply_processor, create_processor
@@ -55,7 +56,8 @@ __all__ = ["AllowedValues", "Processor", "apply_processor", "chat_template_conte
            "class_supports",
            "create_processor", "describe", "engine_arg_types", "engine_arg_values", "forget_cached_environment",
            "is_multimodal_class",
-           "load_model_class", "loaded_layer_methods", "lora_request", "prepare_cpu_engine", "release_engine_memory",
+           "load_model_class", "loaded_layer_kernels", "loaded_layer_methods", "lora_request", "prepare_cpu_engine",
+           "release_engine_memory",
            "render_chat_template", "shutdown_engine", "supported_architectures", "takes_modality", "version"]
 
 

@@ -307,6 +307,44 @@ def layer_methods(model) -> dict[str, int]:
     return counts
 
 
+MODEL_PARTS = ("language_model", "projector", "vision")
+
+
+def layer_kernels(model) -> dict[str, dict[str, int]]:
+    """In a worker: per part of the loaded model (`MODEL_PARTS`: the language model its
+    `get_language_model()` returns, the outermost projector module by `PROJECTOR_NAMES`, the rest:
+    the vision tower), how many linear layers run each `method/scheme/kernel` (the quantization
+    method, a compressed-tensors layer's scheme, the kernel that scheme picked)."""
+    from vllm.model_executor.layers.linear import LinearBase
+
+    language = model.get_language_model() if hasattr(model, "get_language_model") else None
+    roots = {"language_model": [n for n, m in model.named_modules() if m is language and language is not None][:1],
+             "projector": [n for n, _ in model.named_modules() if PROJECTOR_NAMES.match(n.rsplit(".", 1)[-1])]}
+
+    def part(name: str) -> str:
+        for which, prefixes in roots.items():
+            if any(name == p or name.startswith(p + ".") for p in prefixes):
+                return which
+        return "vision"
+
+    found: dict[str, dict[str, int]] = {}
+    for name, module in model.named_modules():
+        method = getattr(module, "quant_method", None)
+        if method is None or not isinstance(module, LinearBase):
+            continue
+        scheme = getattr(module, "scheme", None)
+        kernel = getattr(scheme, "kernel", None) or getattr(method, "kernel", None)
+        label = "/".join(type(x).__name__ for x in (method, scheme, kernel) if x is not None)
+        counts = found.setdefault(part(name), {})
+        counts[label] = counts.get(label, 0) + 1
+    return found
+
+
+def loaded_layer_kernels(llm) -> list[dict[str, dict[str, int]]]:
+    """`layer_kernels` of every worker (one per tensor-parallel rank)."""
+    return llm.apply_model(layer_kernels)
+
+
 def loaded_layer_methods(llm) -> list[dict[str, int]]:
     """`layer_methods` of every worker (one per tensor-parallel rank): the layers as loaded, not the
     config asked for. `LLM.apply_model` ships the function to the engine core, which vLLM allows

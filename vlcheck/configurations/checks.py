@@ -7,6 +7,7 @@ import importlib
 import re
 from typing import Any
 
+from vlcheck.checkpoints.quantized import FORMATS
 from vlcheck.configurations.outcome import cell
 from vlcheck.configurations.registry import Configuration
 from vlcheck.core.results import CheckResult, Status, declared_deviation, from_exception
@@ -17,7 +18,8 @@ MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.con
                "long": "vlcheck.configurations.long_prompts", "fp8": "vlcheck.configurations.quantized",
                **dict.fromkeys(("tp2", "encoder_dp", "tp4", "encoder_dp4", "pp2_tp2"), "vlcheck.configurations.sharded"),
                "defaults": "vlcheck.configurations.vllm_defaults", "defaults_v2": "vlcheck.configurations.vllm_defaults",
-               "lora": "vlcheck.configurations.lora", "lora_tower": "vlcheck.configurations.lora", "spec_ngram": "vlcheck.configurations.speculative"}
+               "lora": "vlcheck.configurations.lora", "lora_tower": "vlcheck.configurations.lora", "spec_ngram": "vlcheck.configurations.speculative",
+               **{f"quant_{name}": "vlcheck.configurations.quantized" for name in FORMATS}}
 """The configurations with a module of their own; every other one (chunked, prefix, compiled, pp2,
 a user's flags) runs the offline engine's requests: vlcheck.configurations.offline."""
 

@@ -10,6 +10,15 @@ them within 3 x that noise; held to the unquantized output within 3 x the distan
 they were recorded (a quantization that drifts further, say by dropping a layer's scales, fails
 even where its own golden was re-recorded); and to the media-sensitivity test. The proof: layers of the loaded model run an fp8
 method (`adapter.loaded_layer_methods`), read in the engine, not taken from the config.
+
+The checkpoint formats (`quant_w4a16`, `quant_w4a16_asym`, `quant_w8a16`, `quant_w8a8`,
+`quant_fp8_dynamic`) load the seeded checkpoint as compressed-tensors wrote it in that format
+(`checkpoints.quantized`: the language model quantized, the vision tower, projector and output head
+in the config's ignore list) and are judged the same way, against goldens of their own (label
+`<weights>-<configuration>`). Their proof is the loaded model's linear layers per part
+(`adapter.loaded_layer_kernels`: method, scheme and kernel): the language model runs a quantized
+method, and a vision tower or projector layer that runs one is a problem (the ignore list was not
+applied to it: the wrapper's weight-name mapping lost it).
 """
 
 from __future__ import annotations
@@ -19,13 +28,13 @@ from vlcheck.configurations.offline import generation, sees_media
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import Configuration
 from vlcheck.engine import goldens, noise
-from vlcheck.engine.engines import SEEDED_DTYPES
+from vlcheck.engine.engines import QUANTIZED_PREFIX, SEEDED_DTYPES
 from vlcheck.engine.runs import ShapeRun, batch_dependence, record_golden, remeasured_noise
 from vlcheck.spec.schema import FamilySpec, Variant, config_id
 
 
-def golden_label(handle) -> str:
-    return f"{handle.label}-fp8"
+def golden_label(handle, configuration: str = "fp8") -> str:
+    return f"{handle.label}-{configuration}"
 
 
 def unquantized_golden(spec: FamilySpec, variant: Variant, handle) -> goldens.Golden | None:
@@ -43,10 +52,37 @@ def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -
     handle.one_request_per_batch = True
     runs = generation(spec, variant, handle, measured)
     measured.facts["batch_dependence_nats"] = batch_dependence(spec, variant, handle)
-    against_goldens(spec, variant, handle, runs, measured)
+    if config.checkpoint.startswith(QUANTIZED_PREFIX):
+        checkpoint_proof(handle, config.checkpoint.removeprefix(QUANTIZED_PREFIX), measured)
+    else:
+        fp8_proof(handle, measured)
+    if measured.problems:  # the model did not load as written: its outputs can be neither a golden nor held to one
+        measured.facts["golden"] = "not compared: the loaded layers are not the checkpoint's"
+    else:
+        against_goldens(spec, variant, handle, runs, measured, config.name)
     sees_media(spec, variant, handle, measured)
-    fp8_proof(handle, measured)
     return measured
+
+
+UNQUANTIZED = "Unquantized"
+"""vLLM's method of a layer that runs unquantized (`UnquantizedLinearMethod`)."""
+
+
+def checkpoint_proof(handle, fmt: str, measured: Measured) -> None:
+    """The loaded layers per part: the language model quantized, the vision tower and projector not
+    (the checkpoint's ignore list names every one of their linear layers)."""
+    per_rank = adapter.loaded_layer_kernels(handle.llm)
+    parts = per_rank[0] if per_rank else {}
+    quantized = {part: {k: n for k, n in kernels.items() if not k.startswith(UNQUANTIZED)} for part, kernels in parts.items()}
+    measured.proof = {"format": fmt, "layers": parts}
+    measured.facts["quantized_parts"] = sorted(part for part, kernels in quantized.items() if kernels)
+    for part in sorted(quantized):
+        if part != "language_model" and quantized[part]:
+            measured.problems.append(f"the {part}'s linear layers run {quantized[part]}, but the checkpoint's ignore list "
+                                     f"leaves them unquantized (their weights were written unquantized)")
+    if not quantized.get("language_model"):
+        measured.not_exercised = (f"no linear layer of the language model runs a quantized method (the loaded layers: "
+                                  f"{parts})")
 
 
 def fp8_proof(handle, measured: Measured) -> None:
@@ -58,14 +94,15 @@ def fp8_proof(handle, measured: Measured) -> None:
         measured.not_exercised = f"no loaded layer runs an fp8 method (the layers' methods: {methods})"
 
 
-def against_goldens(spec: FamilySpec, variant: Variant, handle, runs: list[ShapeRun], measured: Measured) -> None:
+def against_goldens(spec: FamilySpec, variant: Variant, handle, runs: list[ShapeRun], measured: Measured,
+                    configuration: str = "fp8") -> None:
     actual = {r.shape: r.outputs for r in runs}
     unquantized = unquantized_golden(spec, variant, handle)
     distance = ({shape: goldens.largest_difference(unquantized.outputs.get(shape, []), out) for shape, out in actual.items()}
                 if unquantized else {})
     measured.facts["distance_to_unquantized"] = distance or "no unquantized golden recorded"
-    measured.reference = "its own fp8 golden, near the unquantized one"
-    path = goldens.golden_path(golden_label(handle), config_id(spec, variant), handle.platform)
+    measured.reference = f"its own {configuration} golden, near the unquantized one"
+    path = goldens.golden_path(golden_label(handle, configuration), config_id(spec, variant), handle.platform)
     stored = goldens.load(path)
     if handle.goldens_mode == "record":
         measured.problems += [f"{shape}: the outputs cannot be a golden: {p}" for shape, out in actual.items()
@@ -75,8 +112,8 @@ def against_goldens(spec: FamilySpec, variant: Variant, handle, runs: list[Shape
         measured.facts["golden"] = "recorded"
         return
     if stored is None:
-        measured.facts["golden"] = "no fp8 golden recorded"
-        measured.problems.append(f"no fp8 golden {path.name} under {path.parent}: record it (--vlcheck-update-goldens) "
+        measured.facts["golden"] = f"no {configuration} golden recorded"
+        measured.problems.append(f"no {configuration} golden {path.name} under {path.parent}: record it (--vlcheck-update-goldens) "
                                  "and review it")
         return
     if handle.goldens_mode == "measure_noise":
@@ -86,7 +123,7 @@ def against_goldens(spec: FamilySpec, variant: Variant, handle, runs: list[Shape
             measured.problems.append(str(err))
             return
     measured.held_to_golden(goldens.compare_shapes(stored, actual, goldens.environment(handle.dtype, handle.model_dir)),
-                            "the fp8 golden")
+                            f"the {configuration} golden")
     recorded = stored.extra.get("distance_to_unquantized") or {}
     for shape, now_nats in distance.items():
         if shape in recorded and now_nats > (bound := noise.scaled(recorded[shape])):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vlcheck.checkpoints.quantized import FORMATS
 from vlcheck.engine.noise import CONFIGURATION_CEILING
 
 CHUNK_TOKENS = 16
@@ -163,6 +164,13 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "fp8", "online fp8 quantization of the unquantized weights (quantization=\"fp8\"), in bfloat16",
         "layers of the loaded model run an fp8 quantization method (read in the engine: LLM.apply_model)",
         {"quantization": "fp8", "dtype": "bfloat16"}, platforms=("gpu",)),
+    *(Configuration(
+        f"quant_{f.name}", f"a {f.name} checkpoint as compressed-tensors writes it: {f.summary}; the vision tower, "
+        "projector and output head left unquantized (the config's ignore list), in bfloat16",
+        "the language model's linear layers run a quantized method and the vision tower's and projector's do not "
+        "(the loaded layers per part with their scheme and kernel, read in the engine)",
+        {"dtype": "bfloat16"}, checkpoint=f"quant:{f.name}", cpu_where_served=True, platforms=f.platforms)
+      for f in FORMATS.values()),
     Configuration(
         "lora", "two LoRA adapters (peft, rank 8) on the language model, served offline, mixed in one batch and "
         "through `vllm serve --enable-lora --lora-modules`",

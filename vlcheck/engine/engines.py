@@ -42,6 +42,9 @@ free-memory assertion fails when another engine on the same GPU frees memory mea
 several family-configs can run side by side on one GPU (scripts/gpu-tier.sh JOBS=N)."""
 
 
+QUANTIZED_PREFIX = "quant:"
+"""A configuration's `checkpoint` `quant:FORMAT`: the seeded checkpoint written in a quantized format
+(`checkpoints.quantized.FORMATS`)."""
 SEEDED_DTYPES = ("float32", "bfloat16")
 """Seeded checkpoints are served in float32, as transformers ran the CPU reference, so that one
 engine per family-config serves the generation, cache and hostile tests and the comparison with
@@ -251,10 +254,16 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
     checkpoint's tensor-parallel-ready build (`synthetic.checkpoint_dir`). `checkpoint`: `default`,
     or `layer_pattern` (a configuration's `checkpoint`): the synthetic build that keeps the real
     attention layer pattern with a small window, never real weights (their windows are thousands
-    of tokens). On the `cpu` platform "auto" never picks real weights (a real VLM on 2 cores is not a test)."""
-    if checkpoint not in ("default", "layer_pattern", "tp_ready"):
-        raise ValueError(f"checkpoint {checkpoint!r}: `default`, `layer_pattern` or `tp_ready`")
+    of tokens); `quant:FORMAT`: the seeded checkpoint in a quantized format. On the `cpu` platform "auto" never picks real weights (a real VLM on 2 cores is not a test)."""
+    quantized = checkpoint.removeprefix(QUANTIZED_PREFIX) if checkpoint.startswith(QUANTIZED_PREFIX) else None
+    if checkpoint not in ("default", "layer_pattern", "tp_ready") and quantized is None:
+        raise ValueError(f"checkpoint {checkpoint!r}: `default`, `layer_pattern`, `tp_ready` or `quant:FORMAT`")
     layer_pattern = checkpoint == "layer_pattern"
+    if quantized is not None:
+        if weights == "real":
+            raise EngineUnavailable(f"{spec.name}: the {quantized} checkpoint is written over the seeded weights, and "
+                                    "--vlcheck-weights is real", True)
+        weights = "seeded"
     if checkpoint == "tp_ready":
         from vlcheck.engine.tensor_parallel import TP_READY_HEADS
 
@@ -277,6 +286,9 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
             where = "its folder holds no weights" if local_dir(variant.model) else "it is not in the HF cache"
             raise EngineUnavailable(f"{spec.name}: --vlcheck-weights real, but {variant.model}: {where}", True)
     args, used, local = _synthetic_engine_args(spec, variant, args, weights, heads, layer_pattern)
+    if quantized is not None:
+        local = _quantized_checkpoint(spec, variant, local, quantized)
+        args.update(model=local, tokenizer=local)
     if platform == "cpu":
         args = {k: v for k, v in args.items() if k not in CPU_DROPPED and k not in SYNTHETIC_ENGINE_ARGS}
         args.update(CPU_ENGINE_ARGS)
@@ -286,6 +298,18 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
 
         args["block_size"] = cpu_kv_block_size(int(overrides["block_size"]))
     return args, used, local
+
+
+def _quantized_checkpoint(spec: FamilySpec, variant: Variant, seeded: str, fmt: str) -> str:
+    """The seeded checkpoint written in format `fmt` (`checkpoints.quantized`); a skip where it cannot be."""
+    from vlcheck.checkpoints import quantized
+
+    try:
+        return str(quantized.quantized_dir(Path(seeded), variant.architecture, fmt))
+    except ImportError as err:
+        raise EngineUnavailable(f"{spec.name}: no {fmt} checkpoint without compressed-tensors: {err}", True) from None
+    except quantized.NotQuantizable as err:
+        raise EngineUnavailable(f"{spec.name}: no {fmt} checkpoint: {err}", True) from None
 
 
 def _synthetic_engine_args(spec: FamilySpec, variant: Variant, args: dict, weights: str, heads: int | None,

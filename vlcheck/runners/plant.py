@@ -7,6 +7,7 @@
     vlcheck plant slow-processor:qwen2_vl  # one family's multimodal processing 30% slower
     vlcheck plant slow-render:qwen2_vl  # one family's chat rendering 30% slower
     vlcheck plant lora-skips-language-model:llava  # one wrapper's adapters never reach its language model
+    vlcheck plant quant-ignore-unmapped:llava  # one wrapper's quantized checkpoint: its ignore list not renamed
     vlcheck plant --undo                # restore every planted file
     vlcheck plant --list
 
@@ -33,6 +34,11 @@ longer has that line: the plants are written against vLLM 0.24.0 (the reference)
 - `lora-skips-language-model:<family>`: vLLM's LoRA manager, for the family's architecture only,
   loads no adapter weights into the language model's layers when it activates an adapter: the
   class of "a text LoRA that silently does nothing on a wrapper VLM". Only `lora` can catch it.
+- `quant-ignore-unmapped:<family>`: where vLLM maps a quantized checkpoint's config onto its own
+  module names (the model's `hf_to_vllm_mapper`), the family's architecture is skipped, so the
+  checkpoint's ignore list keeps transformers' names and its vision tower and projector are taken
+  for quantized layers: the class of "a wrapper model's quantized checkpoint broken by its weight-name
+  mapping". Only the `quant_*` configurations load a quantized checkpoint: only they can catch it.
 """
 
 from __future__ import annotations
@@ -101,6 +107,17 @@ LORA_SKIP = ("lora/model_manager.py",
              "  # vlcheck plant: lora skips the language model\n"
              "                module_lora = None\n")
 
+QUANT_IGNORE_UNMAPPED = [
+    ("model_executor/model_loader/utils.py", "        if hf_to_vllm_mapper is not None:\n",
+     "        if hf_to_vllm_mapper is not None and model_class.__name__ != {architecture!r}:"
+     "  # vlcheck plant: quant ignore unmapped\n"),
+    ("model_executor/models/interfaces.py", "        if (hf_to_vllm_mapper := self.hf_to_vllm_mapper) is not None:\n",
+     "        if (hf_to_vllm_mapper := self.hf_to_vllm_mapper) is not None and type(self).__name__ != {architecture!r}:"
+     "  # vlcheck plant: quant ignore unmapped\n"),
+]
+"""The two places vLLM 0.24.0 maps a quantization config onto a model's names (models without and
+with `SupportsQuant`)."""
+
 
 class PlantError(RuntimeError):
     """The plant cannot be made here: the message names the file and line, or the unknown plant."""
@@ -144,6 +161,11 @@ def plant(name: str, models: Path) -> None:
         file, old, new = LORA_SKIP
         edit(models.parent.parent / file, old, new.format(architecture=architecture_of(name.partition(":")[2])))
         return
+    if name.startswith("quant-ignore-unmapped:"):
+        architecture = architecture_of(name.partition(":")[2])
+        for file, old, new in QUANT_IGNORE_UNMAPPED:
+            edit(models.parent.parent / file, old, new.format(architecture=architecture))
+        return
     if name == "compiled-only":
         file, old, new = COMPILED_ONLY
         edit(models / file, old, new)
@@ -173,13 +195,14 @@ def architecture_of(family: str) -> str:
 
     spec = all_families().get(family)
     if spec is None:
-        raise PlantError(f"lora-skips-language-model:{family}: no such family (`vlcheck list`)")
+        raise PlantError(f"{family}: no such family (`vlcheck list`)")
     return spec.variants[0].architecture
 
 
 def undo(models: Path) -> None:
     vllm = models.parent.parent
-    folders = [models, *{(vllm / file).parent for file in (RUNNER[0], SLOW_PROCESSOR[0], SLOW_RENDER[0], LORA_SKIP[0])}]
+    folders = {models, *{(vllm / file).parent for file in (RUNNER[0], SLOW_PROCESSOR[0], SLOW_RENDER[0], LORA_SKIP[0],
+                                                            *(f for f, _, _ in QUANT_IGNORE_UNMAPPED))}}
     for backup in sorted(b for folder in folders for b in folder.glob(f"*{ORIG}")):
         target = backup.with_name(backup.name[: -len(ORIG)])
         target.write_text(backup.read_text())
@@ -191,4 +214,5 @@ def listing() -> list[str]:
     return ([f"projector:{f}  ({file})" for f, (file, _) in PROJECTOR.items()] + [f"compiled-only  ({COMPILED_ONLY[0]})"]
             + [f"graphs-drop-media  ({RUNNER[0]})", f"slow-processor:FAMILY  ({SLOW_PROCESSOR[0]})",
                f"slow-render:FAMILY  ({SLOW_RENDER[0]})",
-               f"lora-skips-language-model:FAMILY  ({LORA_SKIP[0]})"])
+               f"lora-skips-language-model:FAMILY  ({LORA_SKIP[0]})",
+               f"quant-ignore-unmapped:FAMILY  ({', '.join(f for f, _, _ in QUANT_IGNORE_UNMAPPED)})"])

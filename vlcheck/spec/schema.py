@@ -16,12 +16,13 @@ from typing import Any, Literal
 MODALITIES: tuple[str, ...] = ("image", "video")
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
                            "reference", "vllm_reference", "placement", "served", "cpu_engine",
-                           "defaults", "defaults_v2", "chunked", "prefix", "load", "long", "video_file", "compiled", "fp8", "lora",
+                           "defaults", "defaults_v2", "chunked", "prefix", "load", "long", "video_file", "compiled", "fp8",
+                           "quant_w4a16", "quant_w4a16_asym", "quant_w8a16", "quant_w8a8", "quant_fp8_dynamic", "lora",
                            "lora_tower", "spec_ngram", "pp2", "tp2", "encoder_dp", "tp4", "encoder_dp4", "pp2_tp2")
 """The per-family checks a spec may declare a deviation for (`reference`: the transformers reference
 on CPU; `vllm_reference`: vLLM against it on the GPU tier; `served`: the example's chat request
 rendered by vLLM's server against the example's own prompt offline, that comparison only; `chunked`,
-`prefix`, `load`, `long`, `video_file`, `compiled`, `fp8`, `lora`, `lora_tower`, `spec_ngram`, `pp2`, `tp2`, `encoder_dp`, `tp4`, `encoder_dp4`, `pp2_tp2`: that engine
+`prefix`, `load`, `long`, `video_file`, `compiled`, `fp8`, `quant_*` (the quantized checkpoint formats), `lora`, `lora_tower`, `spec_ngram`, `pp2`, `tp2`, `encoder_dp`, `tp4`, `encoder_dp4`, `pp2_tp2`: that engine
 configuration's cell, vlcheck/configurations/, its engine's start included)."""
 
 # Slots a prompt template or message content may use. `{placeholder}` is replaced by the
