@@ -38,9 +38,10 @@ def register(sub) -> None:
                                    "the projector; compiled-only: Qwen2's decoder layers x 1.01 only where torch.compile "
                                    "traces them (only the `compiled` configuration can catch it); slow-processor:FAMILY: that "
                                    "family's multimodal processing 30% slower (only `vlcheck speed ab` can catch it); slow-render:FAMILY: that "
-                                   "family's chat rendering 30% slower (`speed ab`'s chat_render metric).")
+                                   "family's chat rendering 30% slower (`speed ab`'s chat_render metric); video-frames:LOADER: that "
+                                   "video loader takes the frame after each one its sampling picks (`video_loaders` catches it).")
     p.add_argument("plants", nargs="*", metavar="PLANT", help="projector, projector:FAMILY, compiled-only, graphs-drop-media, slow-processor:FAMILY, "
-                   "slow-render:FAMILY")
+                   "slow-render:FAMILY, video-frames:LOADER")
     p.add_argument("--undo", action="store_true", help="restore every planted file")
     p.add_argument("--list", action="store_true", help="the plants and the files they edit")
     p.set_defaults(func=cmd_plant)

@@ -113,6 +113,8 @@ def sampled_indices(loader: str, decoded: Decoded, video_kwargs: dict[str, Any])
         return _qwen2_vl(total, source_fps, video_kwargs.get("fps", 2), video_kwargs)
     if loader == "qwen3_vl":
         return _qwen3_vl(total, source_fps, video_kwargs.get("fps", 2), video_kwargs)
+    if loader == "opencv_dynamic":
+        return _glm4v(total, source_fps, video_kwargs.get("fps", 2), video_kwargs.get("max_duration", 300))
     raise LoaderNotModelled(f"vLLM decodes this model's videos with its `{loader}` loader, whose frame "
                             "sampling vlcheck does not reproduce")
 
@@ -149,6 +151,20 @@ def _qwen3_vl(total: int, source_fps: float, fps: float, kwargs: dict[str, Any])
     n = int(total / source_fps * fps)
     n = min(max(n, kwargs.get("min_frames", 4)), kwargs.get("max_frames", 768), total)
     return np.linspace(0, total - 1, n).round().astype(int).tolist()
+
+
+def _glm4v(total: int, source_fps: float, fps: float, max_duration: float) -> list[int]:
+    """transformers' Glm4vVideoProcessor.sample_frames: one frame per 1/fps seconds (the first frame
+    at or after each step) up to max_duration; longer videos evenly over their whole length."""
+    import numpy as np
+
+    duration = total / source_fps
+    if duration <= max_duration:
+        return sorted({min(total - 1, math.ceil(i * source_fps / fps)) for i in range(math.floor(duration * fps))})
+    n = int(max_duration * fps)
+    if n >= total:
+        return list(range(total))
+    return sorted({min(total - 1, math.ceil(t * source_fps)) for t in np.linspace(0, duration, n)})
 
 
 def loader_metadata(decoded: Decoded, indices: list[int]) -> dict[str, Any]:

@@ -183,6 +183,8 @@ CATALOGUE: dict[str, Check] = {c.name: c for c in (
           tolerance=1e-3),
     Check("served", _lazy("vlcheck.served.checks:served_check"), "tests/served/test_served.py::test_served_render",
           informational=("served_document", "served_bad_request_lines")),
+    Check("video_loaders", _lazy("vlcheck.cpu.video_loaders:video_loaders_check"),
+          "tests/vllm_cpu/test_video_loaders.py::test_video_loaders_decode_the_files_truth"),
 )}
 """Every check that runs without an engine, in report order (`vlcheck check`)."""
 

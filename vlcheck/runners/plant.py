@@ -8,6 +8,7 @@
     vlcheck plant slow-render:qwen2_vl  # one family's chat rendering 30% slower
     vlcheck plant lora-skips-language-model:llava  # one wrapper's adapters never reach its language model
     vlcheck plant quant-ignore-unmapped:llava  # one wrapper's quantized checkpoint: its ignore list not renamed
+    vlcheck plant video-frames:qwen2_vl  # one video loader takes the frame after each it should
     vlcheck plant --undo                # restore every planted file
     vlcheck plant --list
 
@@ -39,6 +40,10 @@ longer has that line: the plants are written against vLLM 0.24.0 (the reference)
   checkpoint's ignore list keeps transformers' names and its vision tower and projector are taken
   for quantized layers: the class of "a wrapper model's quantized checkpoint broken by its weight-name
   mapping". Only the `quant_*` configurations load a quantized checkpoint: only they can catch it.
+- `video-frames:<loader>`: vLLM's video loader registered as `<loader>` (opencv, qwen2_vl, qwen3_vl,
+  opencv_dynamic, ...; `vllm.multimodal.video`) takes the frame after each one its sampling picks, with
+  every codec, labelled as taken: the class of "a loader's frame selection off by one". Its subclasses
+  keep theirs. `video_loaders` catches it on every family-config whose loader it is.
 """
 
 from __future__ import annotations
@@ -118,6 +123,16 @@ QUANT_IGNORE_UNMAPPED = [
 """The two places vLLM 0.24.0 maps a quantization config onto a model's names (models without and
 with `SupportsQuant`)."""
 
+VIDEO_FRAMES = ("multimodal/video.py", [
+    (indent + "frame_idx = cls.compute_frames_index_to_sample(\n" + indent + "    source=source, target=target, **kwargs\n"
+     + indent + ")\n",
+     indent + "frame_idx = cls.compute_frames_index_to_sample(\n" + indent + "    source=source, target=target, **kwargs\n"
+     + indent + ")\n" + indent + "if cls is VIDEO_LOADER_REGISTRY.name2class.get({loader!r}):  # vlcheck plant: video frames\n"
+     + indent + "    frame_idx = [min(i + 1, source.total_frames_num - 1) for i in frame_idx]\n")
+    for indent in (" " * 12, " " * 16)])
+"""vLLM 0.24.0's generic loader, where every registered loader's sampling is called (its opencv and
+pyav codecs' branches)."""
+
 
 class PlantError(RuntimeError):
     """The plant cannot be made here: the message names the file and line, or the unknown plant."""
@@ -166,6 +181,12 @@ def plant(name: str, models: Path) -> None:
         for file, old, new in QUANT_IGNORE_UNMAPPED:
             edit(models.parent.parent / file, old, new.format(architecture=architecture))
         return
+    if name.startswith("video-frames:"):
+        file, lines = VIDEO_FRAMES
+        loader = name.partition(":")[2]
+        for old_line, new_line in lines:
+            edit(models.parent.parent / file, old_line, new_line.format(loader=loader))
+        return
     if name == "compiled-only":
         file, old, new = COMPILED_ONLY
         edit(models / file, old, new)
@@ -201,7 +222,7 @@ def architecture_of(family: str) -> str:
 
 def undo(models: Path) -> None:
     vllm = models.parent.parent
-    folders = {models, *{(vllm / file).parent for file in (RUNNER[0], SLOW_PROCESSOR[0], SLOW_RENDER[0], LORA_SKIP[0],
+    folders = {models, *{(vllm / file).parent for file in (RUNNER[0], SLOW_PROCESSOR[0], SLOW_RENDER[0], LORA_SKIP[0], VIDEO_FRAMES[0],
                                                             *(f for f, _, _ in QUANT_IGNORE_UNMAPPED))}}
     for backup in sorted(b for folder in folders for b in folder.glob(f"*{ORIG}")):
         target = backup.with_name(backup.name[: -len(ORIG)])
@@ -215,4 +236,5 @@ def listing() -> list[str]:
             + [f"graphs-drop-media  ({RUNNER[0]})", f"slow-processor:FAMILY  ({SLOW_PROCESSOR[0]})",
                f"slow-render:FAMILY  ({SLOW_RENDER[0]})",
                f"lora-skips-language-model:FAMILY  ({LORA_SKIP[0]})",
-               f"quant-ignore-unmapped:FAMILY  ({', '.join(f for f, _, _ in QUANT_IGNORE_UNMAPPED)})"])
+               f"quant-ignore-unmapped:FAMILY  ({', '.join(f for f, _, _ in QUANT_IGNORE_UNMAPPED)})",
+               f"video-frames:LOADER  ({VIDEO_FRAMES[0]})"])
