@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from vlcheck.checkpoints.derived import built_once, package_versions
 
 RANK = 8
 ALPHA = 16
@@ -79,15 +79,7 @@ def connector_linears(model) -> list[str]:
 
 
 def _versions() -> dict[str, str | None]:
-    from importlib import metadata
-
-    found = {}
-    for package in ("peft", "transformers", "torch"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = None
-    return found
+    return package_versions("peft", "transformers", "torch")
 
 
 def adapter_dir(checkpoint: Path, architecture: str, name: str) -> Path:
@@ -96,21 +88,8 @@ def adapter_dir(checkpoint: Path, architecture: str, name: str) -> Path:
     recipe = Recipe(seed=ADAPTERS[name], connector=name in WITH_CONNECTOR)
     content = {"checkpoint": Path(checkpoint).name, "architecture": architecture, "recipe": asdict(recipe),
                "builder": BUILDER_HASH, "packages": _versions()}
-    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
-    target = Path(checkpoint).parent / f"{Path(checkpoint).name}-lora-{name}-{digest}"
-    if (target / "adapter_config.json").exists():
-        return target
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        _build(Path(checkpoint), architecture, recipe, staging)
-        try:
-            staging.rename(target)  # another worker may have won the race: its adapter is the same
-        except OSError:
-            if not (target / "adapter_config.json").exists():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return built_once(Path(checkpoint), f"lora-{name}", content, "adapter_config.json",
+                      lambda out: _build(Path(checkpoint), architecture, recipe, out))
 
 
 def _build(checkpoint: Path, architecture: str, recipe: Recipe, out: Path) -> None:

@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from vlcheck.checkpoints.derived import built_once, package_versions
 
 BUILDER_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 GROUP_SIZE = 32
@@ -61,15 +62,7 @@ class NotQuantizable(RuntimeError):
 
 
 def _versions() -> dict[str, str | None]:
-    from importlib import metadata
-
-    found = {}
-    for package in ("compressed-tensors", "transformers", "torch"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = None
-    return found
+    return package_versions("compressed-tensors", "transformers", "torch")
 
 
 def quantized_dir(checkpoint: Path, architecture: str, fmt: str) -> Path:
@@ -78,21 +71,7 @@ def quantized_dir(checkpoint: Path, architecture: str, fmt: str) -> Path:
     recipe = FORMATS[fmt]
     content = {"checkpoint": Path(checkpoint).name, "architecture": architecture, "format": asdict(recipe),
                "builder": BUILDER_HASH, "packages": _versions()}
-    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
-    target = Path(checkpoint).parent / f"{Path(checkpoint).name}-{fmt}-{digest}"
-    if (target / MARKER).exists():
-        return target
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        _build(Path(checkpoint), architecture, recipe, staging)
-        try:
-            staging.rename(target)  # another worker may have won the race: its checkpoint is the same
-        except OSError:
-            if not (target / MARKER).exists():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return built_once(Path(checkpoint), fmt, content, MARKER, lambda out: _build(Path(checkpoint), architecture, recipe, out))
 
 
 def _scheme(recipe: Format, targets: list[str]):

@@ -108,15 +108,9 @@ def special_tokens_of(spec: FamilySpec, variant: Variant, recipe: Recipe) -> lis
 
 
 def build_versions() -> dict[str, str | None]:
-    from importlib import metadata
+    from vlcheck.checkpoints.derived import package_versions
 
-    versions = {}
-    for package in BUILD_PACKAGES:
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
-    return versions
+    return package_versions(*BUILD_PACKAGES)
 
 
 def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool, heads: int | None = None,
