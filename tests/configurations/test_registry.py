@@ -153,16 +153,20 @@ def test_spec_ngram_starts_its_engine_core_apart_on_the_cpu_build_where_the_othe
 
     seen = []
     engine_starts[1].append(lambda args: seen.append((bool(args.get("speculative_config")),
-                                                      os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING"))))
+                                                      os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING"),
+                                                      os.environ.get("OMP_NUM_THREADS"))))
     monkeypatch.setattr(adapter, "prepare_cpu_engine",
                         lambda: monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
     qwen = get_family("qwen2_vl")
     cache = engines.EngineCache()
     handles = []
     for name in ("spec_ngram", "prefix"):
         handles.append(cache.get(qwen, qwen.single, "seeded", "cpu", **engine_overrides(CONFIGURATIONS[name], "cpu")))
         cache.current = None  # nothing to shut down
-    assert seen == [(True, "1"), (False, "0")]
+    # The core apart runs one OpenMP thread whatever the caller set: the CPU build's int8 kernels answered
+    # quant_w8a8 0.11 nats otherwise at 2 threads than at 1 (its golden failed in CI's tier, which sets 1).
+    assert seen == [(True, "1", "1"), (False, "0", "2")]
     assert [h.core_in_process for h in handles] == [False, True]  # so its runs are each alone, like a served core's
     assert os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"  # set only while its engine starts
 

