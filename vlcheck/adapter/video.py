@@ -29,14 +29,17 @@ def video_loader(model_dir: str) -> str:
             or envs.VLLM_VIDEO_LOADER_BACKEND)
 
 
-def decode(model_dir: str, data: bytes, num_frames: int = 32):
+def decode(model_dir: str, data: bytes, num_frames: int = 32, video_kwargs: dict | None = None):
     """vLLM's own decoding of a video file's bytes with the loader it picks for this checkpoint
-    (frames and metadata, as the media connector hands them to the processor)."""
+    (frames and metadata, as the media connector hands them to the processor; `video_kwargs`: the
+    launch line's `--media-io-kwargs '{"video": ...}'`, which may name another loader)."""
     try:
         from vllm.multimodal.video import VIDEO_LOADER_REGISTRY
     except ImportError:
         raise unknown("video loader", "vllm.multimodal.video.VIDEO_LOADER_REGISTRY") from None
-    return VIDEO_LOADER_REGISTRY.load(video_loader(model_dir)).load_bytes(data, num_frames=num_frames)
+    kwargs = {"num_frames": num_frames, **(video_kwargs or {})}
+    loader = kwargs.pop("video_backend", None) or video_loader(model_dir)
+    return VIDEO_LOADER_REGISTRY.load(loader).load_bytes(data, **kwargs)
 
 
 CODECS_GENERATION = ("the `backend` parameter of the opencv loader's load_bytes, a Literal: opencv, pyav (vllm 0.24); "

@@ -105,8 +105,9 @@ class SharedEngine:
     async def _start(self) -> None:
         import uvicorn
         from vlcheck.adapter.serve_args import parse_on_this_platform
-        from vlcheck.adapter.shared_engine import app_builders
+        from vlcheck.adapter.shared_engine import app_builders, fresh_media_connection
 
+        fresh_media_connection()  # made again in this engine's loop at its first http media URL
         vllm = app_builders()
         args = parse_on_this_platform(self.argv[2], self.argv[3:])
         self.engine = await self._stack.enter_async_context(vllm.build_async_engine_client(args))

@@ -5,8 +5,13 @@
     comparison); (c) `/tokenize` with the same messages gives the render's token ids; (d) a uuid
     on a content part becomes that item's hash, the same parts left empty with known uuids render
     the same tokens, and an unknown uuid is rejected; and no bad request (`bad_requests.py`) gets
-    a 5xx or hangs or changes what the next valid request renders. (c), (d) and the bad requests
-    are not declarable: they are the server's contract.
+    a 5xx or hangs or changes what the next valid request renders; (e) the example's media fetched
+    over http from a loopback server with a real network's faults (`network_faults.py`) gets the
+    answer the same file gets as a data URL, or a 4xx where nothing can be served, and each video
+    container file (`containers.py`) renders alike as a data URL and over http, with the placeholder
+    lengths of vLLM's processor offline on the same bytes. (c), (d), the bad
+    requests and the media faults are not declarable per family: they are the server's contract (a
+    server-wide 5xx is declared once, by vLLM version, in the case's table).
 """
 
 from __future__ import annotations
@@ -85,6 +90,12 @@ def contract_problems(record: ServedRecord) -> list[str]:
     for outcome in record.bad_requests:
         if outcome.failure:
             problems.append(f"bad request {outcome.case!r}: {outcome.failure} ({outcome.summary[:200]})")
+    for outcome in record.network_faults:
+        if outcome.failure:
+            problems.append(f"media fault {outcome.case!r}: {outcome.failure} ({outcome.summary[:200]})")
+    for outcome in record.containers:
+        if outcome.failure:
+            problems.append(f"video container {outcome.container}: {outcome.failure} ({outcome.summary[:200]})")
     return problems
 
 
@@ -123,6 +134,9 @@ def facts(record: ServedRecord) -> dict:
         f"{k}.served_placeholders": {s: r.placeholders for s, r in record.renders.items() if r.ok},
         f"{k}.served_bad_requests": {o.case: o.summary.split(":")[0] for o in record.bad_requests},
         f"{k}.served_bad_request_lines": [o.line for o in record.bad_requests],
+        f"{k}.served_network_faults": {o.case: o.summary.split(":")[0] for o in record.network_faults},
+        f"{k}.served_network_fault_lines": [f"{o.line} (fetched {o.fetches}x)" for o in record.network_faults],
+        f"{k}.served_container_lines": [o.line for o in record.containers],
     }
 
 

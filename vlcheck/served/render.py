@@ -98,6 +98,12 @@ class ServedRecord:
     tokenized: dict[str, Reply] = field(default_factory=dict)
     uuid: UuidRoundTrip | None = None
     bad_requests: list[Any] = field(default_factory=list)
+    network_faults: list[Any] = field(default_factory=list)
+    """The media faults of `network_faults.py`, per image and video modality."""
+
+    containers: list[Any] = field(default_factory=list)
+    """The video container files of `containers.py` (families that take video)."""
+
     server_cpu_s: float | None = None
     """CPU seconds the server used, start to stop (the cost the time budget counts)."""
 
@@ -329,11 +335,37 @@ def serve(spec: FamilySpec, variant: Variant, with_bad_requests: bool = True, li
             from vlcheck.served.bad_requests import run_cases
 
             record.bad_requests = run_cases(client, spec, variant, first, line.limits())
+            from vlcheck.served.network_faults import run_faults, sender
+
+            record.network_faults = run_faults(sender(client, variant), variant)
+        if "video" in variant.modalities:
+            record.containers = served_containers(client, spec, variant, line.model_dir, offline_args)
         record.server_cpu_s = server.cpu_seconds()
     finally:
         server.stop(graceful=False)  # answers, log and content format are read: nothing left to shut down
     shutil.rmtree(server.log.parent, ignore_errors=True)  # kept only where the server failed: its log says why
     return record
+
+
+def served_containers(client: Client, spec: FamilySpec, variant: Variant, model_dir: str,
+                      engine_args: dict | None) -> list[Any]:
+    """`containers.py` on this server, against vLLM's processor offline on the same model files."""
+    from vlcheck.prompt.requests import example_prompt
+    from vlcheck.prompt.templates import TemplateUnavailable
+    from vlcheck.served.containers import offline_lengths_for, run_containers
+    from vlcheck.served.network_faults import sender
+
+    args = engine_args if engine_args is not None else variant.engine_args_for("video", 1)
+    video_kwargs = dict((args.get("media_io_kwargs") or {}).get("video") or {})
+    try:
+        prompt = example_prompt(spec, variant, "video", default_questions(variant, "video")[0], 1)
+        lengths = offline_lengths_for(_offline_processor(model_dir, variant, "video", engine_args), prompt, model_dir,
+                                      video_kwargs)
+    except TemplateUnavailable as err:
+        lengths = lambda data: f"the example's prompt needs its chat template: {err}"  # noqa: E731
+    except Exception as err:  # noqa: BLE001 - the processor check reports vLLM refusing to build it
+        lengths = lambda data: f"no offline processor: {type(err).__name__}: {str(err)[:160]}"  # noqa: E731
+    return run_containers(sender(client, variant), lengths)
 
 
 _records: dict[str, Future] = {}

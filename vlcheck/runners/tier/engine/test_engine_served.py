@@ -13,6 +13,9 @@ client):
 - isolation under concurrency: requests with the same text and different media, sent together,
   each answer what they answer alone;
 - bad requests get a 4xx and the server keeps serving;
+- media fetched over http from a loopback server with a real network's faults gets the answer the
+  same file gets as a data URL, or a 4xx; a request rejected after its media entered the processor
+  cache, resent by uuid, gets the right answer or a 4xx (never a 500 or a dead engine);
 - requests interleaved under a processor cache small enough to evict answer as alone (GPUs: a
   third engine).
 
@@ -274,15 +277,66 @@ def test_bad_requests_get_4xx(family, variant, engine_server, engine_servers):
     def send(messages, timeout_s):
         return http.chat(messages, timeout_s=timeout_s, temperature=0.0, max_tokens=4)
 
-    def fingerprint(reply):
-        body = reply.body if isinstance(reply.body, dict) else {}
-        return body.get("usage", {}).get("prompt_tokens"), [c["message"]["content"] for c in body.get("choices", [])]
-
     outcomes = run_cases(http, family, variant, Rendered(f"{variant.primary_modality} x1", 200), serve_limit(variant),
-                         send, fingerprint)
+                         send, _chat_fingerprint)
     failures = [f"{o.case}: {o.failure} ({o.summary})" for o in outcomes if o.failure]
     assert not failures, f"{family.name} [{variant.kind}] served bad requests:\n" + "\n".join(failures)
     assert http.models(), f"{family.name} [{variant.kind}] served: the server stopped answering after the bad requests"
+
+
+def _chat_fingerprint(reply):
+    body = reply.body if isinstance(reply.body, dict) else {}
+    return body.get("usage", {}).get("prompt_tokens"), [c["message"]["content"] for c in body.get("choices", [])]
+
+
+@_engine_may_die
+def test_media_faults_get_4xx_or_the_right_answer(family, variant, engine_server, engine_servers):
+    """The example's media fetched over http from a loopback server that is slow, redirects, mislabels,
+    misses the file or cuts it short (`vlcheck/served/network_faults.py`): the answer the same file gets
+    as a data URL, or a 4xx; never a 500, a hang or a dead engine."""
+    from vlcheck.served.client import Client
+    from vlcheck.served.network_faults import run_faults
+
+    server, _ = engine_server
+    http = Client(server.url, SERVED_NAME)
+
+    def send(url, modality, timeout_s):
+        messages = chat_messages(variant, modality, default_questions(variant, modality)[0], 1, urls=[url])
+        return http.chat(messages, timeout_s=timeout_s, temperature=0.0, max_tokens=4)
+
+    outcomes = run_faults(send, variant, same=_chat_fingerprint)
+    failures = [f"{o.case}: {o.failure} ({o.summary})" for o in outcomes if o.failure]
+    assert not failures, f"{family.name} [{variant.kind}] served media faults:\n" + "\n".join(failures)
+    assert http.models(), f"{family.name} [{variant.kind}] served: the server stopped answering after the media faults"
+
+
+@_engine_may_die
+def test_a_request_rejected_after_its_media_was_cached_then_resent_by_uuid(family, variant, engine_server,
+                                                                          engine_servers):
+    """The API process's processor cache must not believe the engine holds an item of a request it rejected."""
+    from vlcheck.served import cache_desync
+    from vlcheck.served.client import Client
+
+    server, _ = engine_server
+    http = Client(server.url, SERVED_NAME)
+    cards = http._send("GET", "/v1/models").body.get("data") or [{}]
+    max_model_len = cards[0].get("max_model_len")
+    if not max_model_len:
+        pytest.skip(f"{family.name} [{variant.kind}]: /v1/models names no max_model_len to exceed")
+    def count(messages):
+        reply = http.tokenize_chat(messages)
+        return reply.body.get("count") if reply.ok and isinstance(reply.body, dict) else None
+
+    try:
+        first, second = cache_desync.run(
+            lambda messages, timeout_s: http.chat(messages, timeout_s=timeout_s, temperature=0.0, max_tokens=4),
+            count, _chat_fingerprint, variant, int(max_model_len), default_questions(variant, variant.primary_modality)[0],
+            f"vlcheck-desync-{family.name}-{variant.kind}")
+    except cache_desync.NotArranged as err:
+        pytest.skip(f"{family.name} [{variant.kind}]: {err}")
+    failures = [f"{o.case}: {o.failure} ({o.summary})" for o in (first, second) if o.failure]
+    assert not failures, f"{family.name} [{variant.kind}] served:\n" + "\n".join(failures)
+    assert http.models(), f"{family.name} [{variant.kind}] served: the server stopped answering after the uuid resend"
 
 
 DISTINCT = 4
