@@ -365,7 +365,9 @@ def served_containers(client: Client, spec: FamilySpec, variant: Variant, model_
         lengths = lambda data: f"the example's prompt needs its chat template: {err}"  # noqa: E731
     except Exception as err:  # noqa: BLE001 - the processor check reports vLLM refusing to build it
         lengths = lambda data: f"no offline processor: {type(err).__name__}: {str(err)[:160]}"  # noqa: E731
-    return run_containers(sender(client, variant), lengths)
+    from vlcheck.core.versions import installed
+
+    return run_containers(sender(client, variant), lengths, video_kwargs.get("backend", "opencv"), installed().get("vllm"))
 
 
 _records: dict[str, Future] = {}
