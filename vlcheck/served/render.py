@@ -350,6 +350,7 @@ def serve(spec: FamilySpec, variant: Variant, with_bad_requests: bool = True, li
 def served_containers(client: Client, spec: FamilySpec, variant: Variant, model_dir: str,
                       engine_args: dict | None) -> list[Any]:
     """`containers.py` on this server, against vLLM's processor offline on the same model files."""
+    from vlcheck.core.versions import installed
     from vlcheck.prompt.requests import example_prompt
     from vlcheck.prompt.templates import TemplateUnavailable
     from vlcheck.served.containers import offline_lengths_for, run_containers
@@ -357,16 +358,17 @@ def served_containers(client: Client, spec: FamilySpec, variant: Variant, model_
 
     args = engine_args if engine_args is not None else variant.engine_args_for("video", 1)
     video_kwargs = dict((args.get("media_io_kwargs") or {}).get("video") or {})
+    why_not = ""
     try:
         prompt = example_prompt(spec, variant, "video", default_questions(variant, "video")[0], 1)
         lengths = offline_lengths_for(_offline_processor(model_dir, variant, "video", engine_args), prompt, model_dir,
                                       video_kwargs)
     except TemplateUnavailable as err:
-        lengths = lambda data: f"the example's prompt needs its chat template: {err}"  # noqa: E731
+        why_not = f"the example's prompt needs its chat template: {err}"
     except Exception as err:  # noqa: BLE001 - the processor check reports vLLM refusing to build it
-        lengths = lambda data: f"no offline processor: {type(err).__name__}: {str(err)[:160]}"  # noqa: E731
-    from vlcheck.core.versions import installed
-
+        why_not = f"no offline processor: {type(err).__name__}: {str(err)[:160]}"
+    if why_not:
+        lengths = lambda data: why_not  # noqa: E731 - the served renders are still held to each other
     return run_containers(sender(client, variant), lengths, video_kwargs.get("backend", "opencv"), installed().get("vllm"))
 
 
