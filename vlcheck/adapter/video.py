@@ -29,17 +29,16 @@ def video_loader(model_dir: str) -> str:
             or envs.VLLM_VIDEO_LOADER_BACKEND)
 
 
-def decode(model_dir: str, data: bytes, num_frames: int = 32, video_kwargs: dict | None = None):
+def decode(model_dir: str, data: bytes, video_kwargs: dict | None = None):
     """vLLM's own decoding of a video file's bytes with the loader it picks for this checkpoint
     (frames and metadata, as the media connector hands them to the processor; `video_kwargs`: the
-    launch line's `--media-io-kwargs '{"video": ...}'`, which may name another loader)."""
+    launch line's `--media-io-kwargs '{"video": ...}'`, which may name another loader or codec)."""
+    kwargs = dict(video_kwargs or {})
     try:
-        from vllm.multimodal.video import VIDEO_LOADER_REGISTRY
+        loader = kwargs.pop("video_backend", None) or video_loader(model_dir)
+        return load_video(loader, kwargs.pop("backend", None), data, kwargs)
     except ImportError:
         raise unknown("video loader", "vllm.multimodal.video.VIDEO_LOADER_REGISTRY") from None
-    kwargs = {"num_frames": num_frames, **(video_kwargs or {})}
-    loader = kwargs.pop("video_backend", None) or video_loader(model_dir)
-    return VIDEO_LOADER_REGISTRY.load(loader).load_bytes(data, **kwargs)
 
 
 CODECS_GENERATION = ("the `backend` parameter of the opencv loader's load_bytes, a Literal: opencv, pyav (vllm 0.24); "
@@ -95,12 +94,12 @@ def codec_unavailable(codec: str) -> str | None:
     return None
 
 
-def load_video(loader: str, codec: str, data: bytes, video_kwargs: dict):
-    """vLLM's loader `loader` decoding a file's bytes with `codec`, called as the media connector calls
-    it (`num_frames` 32 unless `--media-io-kwargs` sets it): (frames, metadata)."""
+def load_video(loader: str, codec: str | None, data: bytes, video_kwargs: dict):
+    """vLLM's loader `loader` decoding a file's bytes with `codec` (None: the loader's default), called as
+    the media connector calls it (`num_frames` 32 unless `--media-io-kwargs` sets it): (frames, metadata)."""
     from vllm.multimodal.video import VIDEO_LOADER_REGISTRY
 
-    kwargs = {"num_frames": 32, **video_kwargs, "backend": codec}
+    kwargs = {"num_frames": 32, **video_kwargs, **({"backend": codec} if codec else {})}
     kwargs.pop("video_backend", None)
     frames, metadata = VIDEO_LOADER_REGISTRY.load(loader).load_bytes(data, **kwargs)
     if hasattr(frames, "cpu"):  # a torch tensor (vllm 0.33's torchcodec)

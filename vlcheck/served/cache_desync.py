@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from vlcheck.served.bad_requests import BadRequest, Outcome, classify, normalized
 from vlcheck.served.client import Reply
-from vlcheck.served.requests import URL_KEYS, data_url, items, media_part
+from vlcheck.served.requests import data_url, items, media_part
 from vlcheck.spec.schema import Declaration, Variant
 
 POISONED_UUID_500 = Declaration(
@@ -71,9 +71,9 @@ def run(send: Callable[[list, float], Reply], count: Callable[[list], int | None
     """(the over-long request's outcome: it must be a 4xx; the uuid resend's: the right answer or a 4xx).
     Raises NotArranged where no such request can be made."""
     modality = variant.primary_modality
-    part = media_part(modality, data_url(modality, items(variant, modality, 1)[0]), uuid)
-    text = padded_text(count, media_part(modality, data_url(modality, items(variant, modality, 1)[0])), question,
-                       max_model_len)
+    url = data_url(modality, items(variant, modality, 1)[0])
+    part = media_part(modality, url, uuid)
+    text = padded_text(count, media_part(modality, url), question, max_model_len)
     rejected = send(_messages(part, text), TIMEOUT_S)
     first = classify(BadRequest("the over-long request with the media and its uuid", lambda v, m, limit: None), rejected)
     if rejected.status is not None and 200 <= rejected.status < 300:
@@ -81,7 +81,7 @@ def run(send: Callable[[list, float], Reply], count: Callable[[list], int | None
     resent = send(_messages(media_part(modality, None, uuid), question), TIMEOUT_S)
     second = classify(CASE, resent)
     right = send(_messages(part, question), TIMEOUT_S)  # after the resend: sent before, it would fill the engine's cache
-    plain = send(_messages(media_part(modality, part[URL_KEYS[modality]]["url"]), question), TIMEOUT_S)
+    plain = send(_messages(media_part(modality, url), question), TIMEOUT_S)
     known = "(known on" in second.summary
     if not plain.ok:
         second.valid_after = f"the same media without a uuid: {plain.status} {normalized(plain.message)}"

@@ -50,6 +50,11 @@ class Reply:
         return "" if self.body is None else str(self.body)[:300]
 
 
+def placeholder_ranges(features: dict) -> dict[str, list[tuple[int, int]]]:
+    """The render route's `features.mm_placeholders` as (offset, length) per modality."""
+    return {m: [(r["offset"], r["length"]) for r in ranges] for m, ranges in (features.get("mm_placeholders") or {}).items()}
+
+
 class Client:
     def __init__(self, base_url: str, model: str | None = None, timeout_s: float = REQUEST_TIMEOUT_S):
         import httpx

@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from vlcheck.core import video_containers
 from vlcheck.served.bad_requests import normalized
-from vlcheck.served.client import Reply
+from vlcheck.served.client import Reply, placeholder_ranges
 from vlcheck.served.media_server import MediaServer, Route
 from vlcheck.served.network_faults import CASE_TIMEOUT_S, Send, fingerprint
+from vlcheck.spec.decoder_defects import defect_covering
 
 
 @dataclass
@@ -22,6 +24,8 @@ class ContainerOutcome:
     container: str
     summary: str
     failure: str = ""
+    lengths: list[int] | None = None
+    """The served video placeholder lengths (None: not served)."""
 
     @property
     def line(self) -> str:
@@ -29,8 +33,7 @@ class ContainerOutcome:
 
 
 def _lengths(reply: Reply) -> list[int]:
-    features = (reply.body or {}).get("features") or {} if isinstance(reply.body, dict) else {}
-    return [r["length"] for r in (features.get("mm_placeholders") or {}).get("video", [])]
+    return [length for _, length in placeholder_ranges(reply.body.get("features") or {}).get("video", [])]
 
 
 def run_containers(send: Send, offline_lengths: Callable[[bytes], list[int] | str], codec: str = "opencv",
@@ -39,15 +42,12 @@ def run_containers(send: Send, offline_lengths: Callable[[bytes], list[int] | st
     of vLLM's processor on vLLM's loader's decode of those bytes (or why there are none). A finding that a
     known defect of `codec` on that container covers (`spec/decoder_defects.py`, e.g. OpenCV's interlaced
     frames, other from run to run) is shown as known, not failed."""
-    from vlcheck.core import video_containers
-    from vlcheck.spec.decoder_defects import defect_covering
-
-    outcomes = _compare(send, offline_lengths, video_containers)
+    outcomes = _compare(send, offline_lengths)
     for outcome in outcomes:
         whole = defect_covering(codec, outcome.container, "", vllm_version)
         if whole is not None and not whole.words:  # its frames vary from decode to decode: no answer to hold
-            outcome.summary = (f"{outcome.summary.split(' (')[0]}; a known {codec} defect on {outcome.container} "
-                               "(spec/decoder_defects.py): not held to one answer")
+            outcome.summary = (f"video placeholder lengths {outcome.lengths}; a known {codec} defect on "
+                               f"{outcome.container} (spec/decoder_defects.py): not held to one answer")
             outcome.failure = ""
         elif outcome.failure and defect_covering(codec, outcome.container, outcome.failure, vllm_version):
             outcome.summary += f"; {outcome.failure}: a known {codec} defect on {outcome.container} (spec/decoder_defects.py)"
@@ -55,8 +55,7 @@ def run_containers(send: Send, offline_lengths: Callable[[bytes], list[int] | st
     return outcomes
 
 
-def _compare(send: Send, offline_lengths, video_containers) -> list[ContainerOutcome]:
-
+def _compare(send: Send, offline_lengths: Callable[[bytes], list[int] | str]) -> list[ContainerOutcome]:
     try:
         sources = video_containers.containers()
     except video_containers.ContainersUnavailable as err:
@@ -82,7 +81,8 @@ def _compare(send: Send, offline_lengths, video_containers) -> list[ContainerOut
             served = _lengths(as_data)
             alike = fingerprint(as_data) == fingerprint(over_http)
             outcome = ContainerOutcome(container.name, f"video placeholder lengths {served} (data URL and http "
-                                                       f"{'alike' if alike else 'NOT alike'}, fetched {proof}x; offline {offline})")
+                                                       f"{'alike' if alike else 'NOT alike'}, fetched {proof}x; offline {offline})",
+                                       lengths=served)
             if not alike:
                 outcome.failure = "the file over http renders otherwise than as a data URL"
             elif not proof:

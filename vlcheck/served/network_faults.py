@@ -14,14 +14,13 @@ by the server's default video loader.
 
 from __future__ import annotations
 
-import base64
-import io
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from vlcheck.served.bad_requests import Outcome, normalized
 from vlcheck.served.client import Reply
 from vlcheck.served.media_server import MediaServer, Route
+from vlcheck.served.requests import bytes_data_url, items, png_bytes
 from vlcheck.spec.schema import Declaration, Variant
 
 SLOW_S = 0.5
@@ -90,19 +89,11 @@ def media_file(variant: Variant, modality: str) -> tuple[bytes, str]:
     """The bytes and MIME type of the example's first item as a file: the PNG the data URL carries,
     or an mp4 for a video (frames cannot travel over http as vLLM's `video/jpeg` list)."""
     if modality == "image":
-        from vlcheck.served.requests import items
-
-        buf = io.BytesIO()
-        items(variant, modality, 1)[0].save(buf, "PNG")
-        return buf.getvalue(), "image/png"
+        return png_bytes(items(variant, modality, 1)[0]), "image/png"
     from vlcheck.core.video_containers import CONTAINERS, container
 
     made = container(next(c for c in CONTAINERS if c.name == "mp4_h264"))
     return made.data, made.spec.mime
-
-
-def data_url(data: bytes, mime: str) -> str:
-    return f"data:{mime};base64," + base64.b64encode(data).decode()
 
 
 Send = Callable[[str, str, float], Reply]
@@ -124,7 +115,15 @@ def fingerprint(reply: Reply) -> Any:
 
 
 def judge(fault: Fault, reply: Reply, right: Any, fetches: int, versions: tuple[str | None, str | None],
-          same: Callable[[Reply], Any] = fingerprint) -> FaultOutcome:
+          same: Callable[[Reply], Any] = fingerprint, case: str = "") -> FaultOutcome:
+    """The outcome of one fault, named `case` (default: the fault's name)."""
+    outcome = _judged(fault, reply, right, fetches, versions, same)
+    outcome.case = case or fault.name
+    return outcome
+
+
+def _judged(fault: Fault, reply: Reply, right: Any, fetches: int, versions: tuple[str | None, str | None],
+            same: Callable[[Reply], Any]) -> FaultOutcome:
     if reply.status is None:
         return FaultOutcome(fault.name, None, f"NO ANSWER: {normalized(reply.message)}",
                             "no answer (a hang or a dropped connection)", fetches=fetches)
@@ -166,7 +165,7 @@ def run_faults(send: Send, variant: Variant, faults: tuple[Fault, ...] = FAULTS,
         except ContainersUnavailable as err:
             outcomes += [FaultOutcome(f"{modality}: {f.name}", None, f"not run: no {modality} file: {err}") for f in faults]
             continue
-        as_data_url = data_url(data, mime)
+        as_data_url = bytes_data_url(data, mime)
         control = send(as_data_url, modality, CASE_TIMEOUT_S)
         if not control.ok:
             outcomes += [FaultOutcome(f"{modality}: {f.name}", None, f"not run: the same file as a data URL was not "
@@ -181,8 +180,7 @@ def run_faults(send: Send, variant: Variant, faults: tuple[Fault, ...] = FAULTS,
                 before = dict(server.hits)
                 reply = send(server.url(path), modality, CASE_TIMEOUT_S)
                 fetches = sum(n - before.get(p, 0) for p, n in server.hits.items() if p in (path, "/file"))
-                outcome = judge(fault, reply, right, fetches, versions, same)
-                outcome.case = f"{modality}: {fault.name}"
+                outcome = judge(fault, reply, right, fetches, versions, same, f"{modality}: {fault.name}")
                 if not fetches and not outcome.failure:
                     outcome.failure = "vLLM never fetched the file: the case proves nothing"
                 if outcome.summary == RIGHT:

@@ -26,7 +26,7 @@ from typing import Any
 
 from vlcheck.core.textdiff import without_today
 from vlcheck.prompt.render import default_questions
-from vlcheck.served.client import Client, Reply
+from vlcheck.served.client import Client, Reply, placeholder_ranges
 from vlcheck.served.launch import LaunchLine, launch_line
 from vlcheck.served.requests import chat_messages
 from vlcheck.served.server import RenderForkServer, Server, ServerFailed, free_port
@@ -231,16 +231,12 @@ def range_text(client: Client, token_ids: list[int], placeholders: dict[str, lis
 
 
 
-def _ranges(features: dict) -> dict[str, list[tuple[int, int]]]:
-    return {m: [(r["offset"], r["length"]) for r in ranges] for m, ranges in (features.get("mm_placeholders") or {}).items()}
-
-
 def rendered(client: Client, shape: str, reply: Reply, with_text: bool = True) -> Rendered:
     if not reply.ok:
         return Rendered(shape, reply.status, reply.message)
     body = reply.body
     features = body.get("features") or {}
-    out = Rendered(shape, reply.status, token_ids=list(body.get("token_ids") or []), placeholders=_ranges(features),
+    out = Rendered(shape, reply.status, token_ids=list(body.get("token_ids") or []), placeholders=placeholder_ranges(features),
                    hashes={m: list(h) for m, h in (features.get("mm_hashes") or {}).items()})
     if with_text:
         out.text = range_text(client, out.token_ids, out.placeholders)

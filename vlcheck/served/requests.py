@@ -21,10 +21,18 @@ from vlcheck.spec.schema import Variant
 URL_KEYS = {"image": "image_url", "video": "video_url"}
 
 
-def png_data_url(image) -> str:
+def png_bytes(image) -> bytes:
     buf = io.BytesIO()
     image.save(buf, "PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return buf.getvalue()
+
+
+def bytes_data_url(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+
+def png_data_url(image) -> str:
+    return bytes_data_url(png_bytes(image), "image/png")
 
 
 def jpeg_base64(image) -> str:
