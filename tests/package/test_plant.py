@@ -40,11 +40,13 @@ def vllm_copy(tmp_path):
         (tmp_path / "vllm" / file).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / file, tmp_path / "vllm" / file)
     shutil.copy(root / plant.VIDEO_FRAMES[0], tmp_path / "vllm" / plant.VIDEO_FRAMES[0])
+    shutil.copy(root / plant.IMAGE_SIZE_SWAPPED[0], tmp_path / "vllm" / plant.IMAGE_SIZE_SWAPPED[0])
     return models
 
 
 @pytest.mark.parametrize("name", ["graphs-drop-media", "compiled-only", "projector:qwen2_vl", "slow-processor:qwen2_vl",
-                                  "slow-render:qwen2_vl", "lora-skips-language-model:llava", "video-frames:qwen2_vl"])
+                                  "slow-render:qwen2_vl", "lora-skips-language-model:llava", "video-frames:qwen2_vl",
+                                  "image-size-swapped"])
 def test_a_plant_edits_the_reference_vllms_line_into_valid_python_and_undo_restores_it(vllm_copy, name):
     files = {p: p.read_text() for p in vllm_copy.parent.parent.rglob("*.py")}
     plant.plant(name, vllm_copy)

@@ -108,17 +108,20 @@ def hf_load(folder: str | Path, architecture: str, dtype: str = "float32"):
     return model, report
 
 
-def hf_processor(folder: str | Path, processor_class: str | None = None):
+def hf_processor(folder: str | Path, processor_class: str | None = None, trust_remote_code: bool = False):
     """The checkpoint's HF processor: the recipe's class where transformers' auto mapping has none
-    (vLLM ships some: Tarsier's), which AutoProcessor would silently replace by the tokenizer."""
+    (vLLM ships some: Tarsier's), which AutoProcessor would silently replace by the tokenizer.
+    `trust_remote_code`: the checkpoint's own processor code runs (where the example trusts it)."""
     import importlib
 
     from transformers import AutoProcessor
 
     if processor_class:
         module, _, name = processor_class.rpartition(".")
-        return getattr(importlib.import_module(module), name).from_pretrained(folder)
-    return AutoProcessor.from_pretrained(folder)
+        return getattr(importlib.import_module(module), name).from_pretrained(folder, trust_remote_code=trust_remote_code)
+    # never unset: with remote code and no answer, transformers asks on stdin (a `vlcheck check` in a
+    # terminal would wait for a person)
+    return AutoProcessor.from_pretrained(folder, trust_remote_code=trust_remote_code)
 
 
 def require_transformers_model(folder: str | Path, architecture: str) -> None:

@@ -74,6 +74,12 @@ class Processor:
         if self.cache is not None:
             self.cache.clear_cache()
 
+    def cache_hits(self) -> int | None:
+        """Items the processor cache has served so far (its own counter, `make_stats`: vllm 0.24 and
+        0.32); None without a cache or a counter."""
+        stats = getattr(self.cache, "make_stats", None)
+        return None if stats is None else int(stats().hits)
+
 
 def create_processor(local_dir: str, engine_args: dict, cached: bool = False) -> Processor:
     """vLLM's multimodal processor for a local checkpoint. `cached`: with the processor cache an

@@ -58,6 +58,103 @@ def run_shape(spec: FamilySpec, variant: Variant, handle: EngineHandle, modality
                     [o.outputs[0].finish_reason for o in outs], goldens.from_outputs(outs))
 
 
+@dataclass
+class TilingRun:
+    label: str
+    prompt_tokens: int | None
+    """What the engine saw; None where the request was not sent (`not_sent`)."""
+    expected_prompt_tokens: int
+    finish_reason: str | None = None
+    not_sent: str = ""
+
+
+def tiling_runs(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> list[TilingRun]:
+    """The `tiling` check's requests (`cpu/tiling.py`: images past every family's tile and resolution
+    bounds), each alone through the engine, with the prompt token count vLLM's CPU processor gives. A
+    request longer than the engine's max_model_len is not sent, and says so."""
+    from vlcheck.cpu.tiling import tiling_requests
+
+    limit = handle.processor.info.ctx.model_config.max_model_len
+    runs = []
+    for i, request in enumerate(tiling_requests(spec, variant)):
+        expected = len(adapter.apply_processor(handle.processor, request.prompt, request.mm_data)["prompt_token_ids"])
+        if expected + 2 > limit:
+            runs.append(TilingRun(request.label, None, expected,
+                                  not_sent=f"{expected} prompt tokens + 2 to generate > max_model_len {limit}"))
+            continue
+        out = handle.llm.generate([{"prompt": request.prompt, "multi_modal_data": request.mm_data,
+                                    "cache_salt": f"vlcheck-tiling-{i}"}], greedy(max_tokens=2), use_tqdm=False)[0]
+        runs.append(TilingRun(request.label, len(out.prompt_token_ids), expected, out.outputs[0].finish_reason))
+    return runs
+
+
+SPEED_ROUNDS = 5
+"""Timed rounds after one untimed round (the engine's first requests of a shape compile and allocate)."""
+DECODE_TOKENS = 32
+SPEED_MEDIA = 8000
+"""Media contents of the timed requests (`media_data(offset=...)`): a new item each request, apart from
+every other test's, so the processor, encoder and prefix caches all miss, as a new user's request does."""
+
+
+@dataclass
+class EngineSpeed:
+    """One family-config's engine, as a client sees it: seconds to the first token of the example's
+    request (one item of its primary modality, nothing cached), and seconds per decoded token after it."""
+
+    ttft_s: list[float]
+    decode_s_per_token: list[float]
+    prompt_tokens: int
+    machine: dict
+
+    def facts(self) -> dict[str, Any]:
+        import math
+        import statistics
+
+        def band(samples: list[float], scale: float) -> dict[str, float]:
+            logs = [math.log(x) for x in samples]
+            return {"median": round(statistics.median(samples) * scale, 3),
+                    "spread": round(statistics.stdev(logs), 4) if len(logs) > 1 else None,
+                    "samples": [round(x * scale, 3) for x in samples]}
+
+        return {"ttft_ms": band(self.ttft_s, 1000.0),
+                "decode_ms_per_token": band(self.decode_s_per_token, 1000.0),
+                "decode_tokens_per_s": round(1.0 / statistics.median(self.decode_s_per_token), 1),
+                "prompt_tokens": self.prompt_tokens, "rounds": len(self.ttft_s), "machine": self.machine}
+
+
+def engine_speed(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> EngineSpeed:
+    """Each round: the example's request for one token (time to first token), then another with new
+    media for 1 + DECODE_TOKENS tokens with EOS ignored; the decode cost per token is the second's time
+    less the round's first-token time, over DECODE_TOKENS. Each request runs alone (a batch of one:
+    what it shares would otherwise depend on timing). Raises AssertionError where a request did not
+    produce the tokens asked: a timing of a shorter answer is no timing of decoding."""
+    from vlcheck.core.devices import machine
+
+    modality = variant.primary_modality
+    prompt = example_prompts(spec, variant, modality, 1)[0]
+    ttft, per_token, prompt_tokens = [], [], 0
+
+    def timed(offset: int, tokens: int) -> float:
+        nonlocal prompt_tokens
+        one = {"prompt": prompt, "multi_modal_data": {modality: media_data(variant, modality, 1, offset=offset)},
+               "cache_salt": f"vlcheck-speed-{offset}"}
+        start = time.perf_counter()
+        out = handle.llm.generate([one], greedy(max_tokens=tokens, logprobs=None, ignore_eos=True), use_tqdm=False)[0]
+        took = time.perf_counter() - start
+        produced = len(out.outputs[0].token_ids)
+        assert produced == tokens, f"{spec.name}: asked for {tokens} token(s) with EOS ignored, got {produced}"
+        prompt_tokens = len(out.prompt_token_ids)
+        return took
+
+    for r in range(SPEED_ROUNDS + 1):
+        first = timed(SPEED_MEDIA + 2 * r, 1)
+        whole = timed(SPEED_MEDIA + 2 * r + 1, 1 + DECODE_TOKENS)
+        if r:
+            ttft.append(first)
+            per_token.append(max(whole - first, 1e-9) / DECODE_TOKENS)
+    return EngineSpeed(ttft, per_token, prompt_tokens, machine())
+
+
 def generation_runs(spec: FamilySpec, variant: Variant, handle: EngineHandle) -> list[ShapeRun]:
     """Every modality and item count, run once per engine (greedy: the tests that read them share them).
     Where the engine core runs in another process, each request runs alone: that core schedules a

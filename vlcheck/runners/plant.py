@@ -9,6 +9,7 @@
     vlcheck plant lora-skips-language-model:llava  # one wrapper's adapters never reach its language model
     vlcheck plant quant-ignore-unmapped:llava  # one wrapper's quantized checkpoint: its ignore list not renamed
     vlcheck plant video-frames:qwen2_vl  # one video loader takes the frame after each it should
+    vlcheck plant image-size-swapped    # vLLM's own reading of an image's size gives (height, width)
     vlcheck plant --undo                # restore every planted file
     vlcheck plant --list
 
@@ -44,6 +45,10 @@ longer has that line: the plants are written against vLLM 0.24.0 (the reference)
   opencv_dynamic, ...; `vllm.multimodal.video`) takes the frame after each one its sampling picks, with
   every codec, labelled as taken: the class of "a loader's frame selection off by one". Its subclasses
   keep theirs. `video_loaders` catches it on every family-config whose loader it is.
+- `image-size-swapped`: vLLM's `ImageProcessorItems.get_image_size` gives a PIL image's size as
+  (height, width): the class of "a grid computed with width and height swapped", which only non-square
+  images that tile show. vLLM's own prompt updates read it (the cached path, the families whose
+  placeholders vLLM expands itself): `tiling` catches it at its wide and tall sizes.
 """
 
 from __future__ import annotations
@@ -134,6 +139,10 @@ VIDEO_FRAMES = ("multimodal/video.py", [
 pyav codecs' branches)."""
 
 
+IMAGE_SIZE_SWAPPED = ("multimodal/parse.py", "            return ImageSize(*image.size)\n",
+                      "            return ImageSize(*image.size[::-1])  # vlcheck plant: image size swapped\n")
+
+
 class PlantError(RuntimeError):
     """The plant cannot be made here: the message names the file and line, or the unknown plant."""
 
@@ -187,6 +196,10 @@ def plant(name: str, models: Path) -> None:
         for old_line, new_line in lines:
             edit(models.parent.parent / file, old_line, new_line.format(loader=loader))
         return
+    if name == "image-size-swapped":
+        file, old, new = IMAGE_SIZE_SWAPPED
+        edit(models.parent.parent / file, old, new)
+        return
     if name == "compiled-only":
         file, old, new = COMPILED_ONLY
         edit(models / file, old, new)
@@ -223,6 +236,7 @@ def architecture_of(family: str) -> str:
 def undo(models: Path) -> None:
     vllm = models.parent.parent
     folders = {models, *{(vllm / file).parent for file in (RUNNER[0], SLOW_PROCESSOR[0], SLOW_RENDER[0], LORA_SKIP[0], VIDEO_FRAMES[0],
+                                                            IMAGE_SIZE_SWAPPED[0],
                                                             *(f for f, _, _ in QUANT_IGNORE_UNMAPPED))}}
     for backup in sorted(b for folder in folders for b in folder.glob(f"*{ORIG}")):
         target = backup.with_name(backup.name[: -len(ORIG)])
@@ -237,4 +251,4 @@ def listing() -> list[str]:
                f"slow-render:FAMILY  ({SLOW_RENDER[0]})",
                f"lora-skips-language-model:FAMILY  ({LORA_SKIP[0]})",
                f"quant-ignore-unmapped:FAMILY  ({', '.join(f for f, _, _ in QUANT_IGNORE_UNMAPPED)})",
-               f"video-frames:LOADER  ({VIDEO_FRAMES[0]})"])
+               f"video-frames:LOADER  ({VIDEO_FRAMES[0]})", f"image-size-swapped  ({IMAGE_SIZE_SWAPPED[0]})"])

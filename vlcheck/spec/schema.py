@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 MODALITIES: tuple[str, ...] = ("image", "video")
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
-                           "reference", "vllm_reference", "placement", "served", "video_loaders", "cpu_engine",
+                           "reference", "vllm_reference", "placement", "tiling", "served", "video_loaders", "cpu_engine",
                            "defaults", "defaults_v2", "chunked", "prefix", "load", "long", "video_file", "compiled", "fp8",
                            "quant_w4a16", "quant_w4a16_asym", "quant_w8a16", "quant_w8a8", "quant_fp8_dynamic", "lora",
                            "lora_tower", "spec_ngram", "pp2", "tp2", "encoder_dp", "tp4", "encoder_dp4", "pp2_tp2")

@@ -8,7 +8,7 @@ import pytest
 
 from vlcheck.runners.testing import assert_as_scoped, modality_of
 from vlcheck.engine import goldens
-from vlcheck.engine.runs import generation_runs, record_golden, remeasured_noise, stop_run
+from vlcheck.engine.runs import generation_runs, record_golden, remeasured_noise, stop_run, tiling_runs
 from vlcheck.spec.schema import config_id
 
 pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
@@ -23,6 +23,25 @@ def test_requests_complete_with_processor_token_counts(family, variant, engine, 
             f"the CPU processor gives {run.expected_prompt_tokens}")
     request.node.user_properties.append(("weights", engine.weights))
     request.node.user_properties.append(("shapes", {r.shape: r.prompt_tokens for r in runs}))
+
+
+def test_images_that_tile_reach_the_engine_as_processed(family, variant, engine, request):
+    """The `tiling` check's images (past every family's tile, grid and resolution bounds) through the
+    engine: each completes with the prompt token count vLLM's CPU processor gives for it."""
+    if "image" not in variant.modalities:
+        pytest.skip(f"{family.name} [{variant.kind}] takes no images")
+    runs = tiling_runs(family, variant, engine)
+    sent = [r for r in runs if not r.not_sent]
+    request.node.user_properties.append(("tiling", {r.label: r.prompt_tokens or f"not sent: {r.not_sent}"
+                                                    for r in runs}))
+    for run in sent:
+        assert run.finish_reason in ("stop", "length"), f"{family.name} {run.label}: {run.finish_reason}"
+        assert run.prompt_tokens == run.expected_prompt_tokens, (
+            f"{family.name} image {run.label}: engine saw {run.prompt_tokens} prompt tokens, "
+            f"the CPU processor gives {run.expected_prompt_tokens}")
+    if not sent:
+        pytest.skip(f"{family.name} [{variant.kind}]: no tiling request fits the engine: "
+                    + "; ".join(f"{r.label}: {r.not_sent}" for r in runs))
 
 
 def test_greedy_outputs_match_golden(family, variant, engine, request):

@@ -1,0 +1,25 @@
+"""`tiling`: images at sizes past every family's tile, grid and resolution bounds, through vLLM's
+processor with its cache off, on (first and served from the cache) and transformers' processor
+(vlcheck/cpu/tiling.py; `vlcheck/snapshots/test_tiling/<config>.txt`)."""
+
+from vlcheck.cpu import tiling
+from vlcheck.runners.testing import assert_as_declared, fact_lines, run_check
+
+
+def test_images_that_tile_take_every_path_alike(family, variant, family_snapshot, request):
+    """The snapshot holds each request's token count and item placements (what a changed grid shows
+    as); the check fails where the paths disagree, unless the spec declares `deviations.tiling`."""
+    result = run_check(request, "tiling", family, variant)
+    if result is None:  # compared with --vlcheck-baseline
+        return
+    lines = [f"# images that tile: {family.name} [{variant.kind}]", *fact_lines(result, variant, "tiling")]
+    assert "\n".join(lines) + "\n" == family_snapshot
+    assert_as_declared(result, variant)
+
+
+def test_the_sizes_cross_the_bounds_they_name():
+    """wide and tall are one image transposed, past the largest base tile (896 px, Gemma 3) on their
+    long side; small is under Qwen-VL's min_pixels (3136), the bound that scales an image up."""
+    wide, tall, small = (tiling.TILING_SIZES[n] for n in ("wide", "tall", "small"))
+    assert tall == wide[::-1] and wide[0] > 896 and wide[0] / wide[1] >= 3
+    assert small[0] * small[1] < 3136
