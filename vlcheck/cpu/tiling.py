@@ -110,7 +110,10 @@ class Paths:
 
     def line(self) -> str:
         ranges = self.uncached["placeholders"].get("image", [])
-        cached = "cache hit: same" if self.hits is not None else "cache: no counter"
+        alike = all(out[k] == self.uncached[k] for out in (self.first, self.hit)
+                    for k in ("prompt_token_ids", "placeholders"))
+        cached = (("cache on: same" if alike else "cache on: differs") +
+                  (f", {self.hits} served from the cache" if self.hits is not None else ", no hit counter"))
         theirs = (f"transformers: not compared ({self.transformers})" if isinstance(self.transformers, str) else
                   "transformers: same" if self.transformers == self.uncached["prompt_token_ids"] else
                   f"transformers: {len(self.transformers)} prompt tokens")
