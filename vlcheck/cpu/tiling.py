@@ -10,6 +10,7 @@ transformers and once in vLLM's port. So every path must give the same tokens an
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,8 +203,13 @@ def _not_compared(why: str):
     return lambda request: why
 
 
+_PATH = re.compile(r"(?<![\w:/])(?:/[\w.+@-]+){2,}/?")
+
+
 def _head(err: BaseException) -> str:
-    text = str(err).splitlines()[0][:160] if str(err) else ""
+    """The exception's first line, its file paths written `<path>`: a snapshot holds it, and the
+    checkpoint cache and the HF cache lie elsewhere on every machine."""
+    text = _PATH.sub("<path>", str(err).splitlines()[0])[:160] if str(err) else ""
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
