@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vlcheck.core import media
+from vlcheck.core.textdiff import first_difference
 from vlcheck.core.results import CheckResult, Status, from_exception, raised_by
 from vlcheck.spec.schema import FamilySpec, Variant
 
@@ -123,8 +124,7 @@ class Paths:
 
 
 def _first_difference(a: list[int], b: list[int]) -> str:
-    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    return f" (first difference at token {at})"
+    return f" (first difference at token {first_difference(a, b)})"
 
 
 def run_paths(request: TilingRequest, uncached, cached, hf) -> Paths:

@@ -1,8 +1,8 @@
 """The engine's speed as a client sees it, per family-config: time to the first token of the example's
 request with nothing cached, and the decode cost per token after it (`engine/runs.py: engine_speed`),
 each over SPEED_ROUNDS rounds with its median and spread, and the machine measured on. Its cell's
-facts (`engine.time_to_first_token_and_decode_rate`) are figures for people and for `vlcheck speed`'s
-rule, never compared across machines (docs/speed.md)."""
+facts (`engine.time_to_first_token_and_decode_rate`) are figures for people: nothing decides on them yet,
+and they are never compared across machines (docs/speed.md)."""
 
 import pytest
 
