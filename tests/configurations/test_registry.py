@@ -267,7 +267,7 @@ def test_a_configuration_is_held_to_this_runs_eager_engine_not_to_the_golden_a_r
     path = tmp_path / "seeded-float32" / "qwen2_vl-single.json"
     goldens.save(path, {"image x1": outputs(-0.1)}, recorded_on,
                  {"cpu": {"repeat": {"image x1": 0.0001}}, "versions": {k: recorded_on[k] for k in ("vllm", "torch", "dtype")}})
-    monkeypatch.setattr(goldens, "golden_path", lambda label, name, platform: tmp_path / label / f"{name}.json")
+    monkeypatch.setattr(goldens, "golden_path", lambda label, name, platform, recording=False: tmp_path / label / f"{name}.json")
     monkeypatch.setattr(goldens, "environment", lambda dtype, model_dir=None: {**recorded_on, "vllm": "0.32.0"})
     qwen = get_family("qwen2_vl")
     moved_release = outputs(-0.6)  # this build's eager engine: 0.5 nats from the golden

@@ -22,6 +22,9 @@ class Measured:
     """The counters that show the path ran (chunks ending inside images, cached tokens, evictions)."""
     not_exercised: str | None = None
     """Why the path did not run (None: it did)."""
+    not_compared: str | None = None
+    """Why nothing could be held to a golden here (vLLM's CPU build on a machine of an unrecorded class):
+    the cell skips saying so, its path run or not."""
     frames: list[dict] = field(default_factory=list)
     reference: str = "the eager engine"
     """What the answers were held to, for the passing cell's reason."""
@@ -50,6 +53,9 @@ def cell(spec: FamilySpec, variant: Variant, check_name: str, configuration: str
         result = CheckResult(spec.name, check_name, Status.FAIL, f"[{kind}] {configuration}: {shown[0]}",
                              shown + [p for p in measured.problems if p not in shown], data, frames=measured.frames)
         return result if undeclared else declared_deviation(result, variant, declared_as=configuration)
+    if measured.not_compared is not None:
+        return CheckResult(spec.name, check_name, Status.SKIP, f"[{kind}] {configuration}: {measured.not_compared}",
+                           data=data)
     if measured.not_exercised is not None:
         return CheckResult(spec.name, check_name, Status.SKIP,
                            f"[{kind}] {configuration} did not exercise its path: {measured.not_exercised}", data=data)

@@ -102,7 +102,8 @@ def against_goldens(spec: FamilySpec, variant: Variant, handle, runs: list[Shape
                 if unquantized else {})
     measured.facts["distance_to_unquantized"] = distance or "no unquantized golden recorded"
     measured.reference = f"its own {configuration} golden, near the unquantized one"
-    path = goldens.golden_path(golden_label(handle, configuration), config_id(spec, variant), handle.platform)
+    path = goldens.golden_path(golden_label(handle, configuration), config_id(spec, variant), handle.platform,
+                               recording=handle.goldens_mode == "record")
     stored = goldens.load(path)
     if handle.goldens_mode == "record":
         measured.problems += [f"{shape}: the outputs cannot be a golden: {p}" for shape, out in actual.items()
@@ -113,8 +114,10 @@ def against_goldens(spec: FamilySpec, variant: Variant, handle, runs: list[Shape
         return
     if stored is None:
         measured.facts["golden"] = f"no {configuration} golden recorded"
-        measured.problems.append(f"no {configuration} golden {path.name} under {path.parent}: record it (--vlcheck-update-goldens) "
-                                 "and review it")
+        if handle.platform == "cpu":  # a machine of another instruction-set class than those recorded
+            measured.not_compared = goldens.missing_golden(path)
+        else:
+            measured.problems.append(goldens.missing_golden(path))
         return
     if handle.goldens_mode == "measure_noise":
         try:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vlcheck.checkpoints.synthetic import NotBuildable, checkpoint_dir
+from vlcheck.engine import missing_kernel
 from vlcheck.engine.watchdog import EngineDied, Watchdog, Watched, last_words_or_traceback
 from vlcheck.spec.models import local_dir
 from vlcheck.spec.schema import FamilySpec, Variant
@@ -364,6 +365,8 @@ class EngineCache:
     def __init__(self, shares_server=None):
         self.current: EngineHandle | None = None
         self.failures: dict[tuple, str] = {}
+        self.cannot_run_here: dict[tuple, str] = {}
+        """Engines this machine cannot start (`missing_kernel`): every test of theirs skips, saying why."""
         self.eager: dict[tuple[str, str, str], EagerReference] = {}
         """(platform, family, variant kind) -> its eager engine's outputs, kept after that engine stops."""
         self.shares_server = shares_server or (lambda spec, variant: False)
@@ -397,6 +400,8 @@ class EngineCache:
         if self.current is not None and self.current.key == key and self.current.watchdog.dead is not None:
             self.failures[key] = self.current.watchdog.dead  # died under an earlier test: no restart
             self.close()
+        if key in self.cannot_run_here:
+            raise EngineUnavailable(self.cannot_run_here[key], True)
         if key in self.failures:
             raise EngineUnavailable(self.failures[key], False)
         if self.current is not None and self.current.key == key:
@@ -458,6 +463,10 @@ class EngineCache:
                     attempt += 1
                     continue
                 words = "" if isinstance(err, EngineDied) else last_words_or_traceback(watchdog.log, err)
+                not_here = missing_kernel.elsewhere(f"{err}\n{words}") if platform == "cpu" else None
+                if not_here:
+                    self.cannot_run_here[key] = f"{spec.name}: {not_here}"
+                    raise EngineUnavailable(self.cannot_run_here[key], True) from err
                 self.failures[key] = (f"{spec.name}: the engine failed to start after {time.perf_counter() - start:.0f} s"
                                       f"{f' ({attempt + 1} tries: the first lost a port race)' if attempt else ''}: "
                                       f"{type(err).__name__}: {str(err)[:2000]}{words}")

@@ -33,7 +33,13 @@ from vlcheck.prompt.snapshots import SNAPSHOT_ROOT
 
 GOLDEN_ROOT = SNAPSHOT_ROOT / "gpu_goldens"
 CPU_GOLDEN_ROOT = SNAPSHOT_ROOT / "cpu_engine_goldens"
-"""vLLM's CPU build's goldens (its own kernels, recorded on `cpu`): kept apart from the GPU ones."""
+"""vLLM's CPU build's goldens, one folder per instruction-set class (`devices.cpu_kernels`): each class
+runs other kernels, so a golden of one is not the other's (GPU goldens serve every GPU, with each
+GPU's measured noise)."""
+CPU_CLASS_UNRECORDED = "avx512_any"
+"""The goldens recorded before the class was: on AVX-512 machines (their MoE and W4A16 engines ran,
+whose kernels the AVX2 build lacks), with or without BF16 unknown. They serve both AVX-512 classes
+until one records its own, and say so (their machine reads `cpu avx512 (BF16 unrecorded)`)."""
 LOGPROB_DECIMALS = 6
 """float32 logprobs carry ~7 significant digits: 6 decimals keep an exact repeat exact."""
 REPEAT_TOLERANCE = 0.005
@@ -46,8 +52,31 @@ largest same-version noise, under the smallest 1.01-scaling effect; a release th
 numerics as far as another implementation does (up to 0.0127) is shown, not passed."""
 
 
-def golden_path(weights: str, name: str, platform: str = "gpu") -> Path:
-    return (CPU_GOLDEN_ROOT if platform == "cpu" else GOLDEN_ROOT) / weights / f"{name}.json"
+def golden_path(weights: str, name: str, platform: str = "gpu", recording: bool = False) -> Path:
+    """Where the golden is read (or, `recording`, written): for vLLM's CPU build, this machine's class's
+    folder; a golden read there that it lacks falls back to `CPU_CLASS_UNRECORDED` on AVX-512 machines."""
+    if platform != "cpu":
+        return GOLDEN_ROOT / weights / f"{name}.json"
+    from vlcheck.core.devices import cpu_kernels
+
+    here = cpu_kernels()
+    own = CPU_GOLDEN_ROOT / here / weights / f"{name}.json"
+    earlier = CPU_GOLDEN_ROOT / CPU_CLASS_UNRECORDED / weights / f"{name}.json"
+    if recording or own.exists() or not here.startswith("avx512") or not earlier.exists():
+        return own
+    return earlier
+
+
+def missing_golden(path: Path) -> str:
+    """Why there is no golden at `path`, and what to do: for vLLM's CPU build, which classes have one."""
+    shown = path.relative_to(SNAPSHOT_ROOT.parent.parent)
+    if CPU_GOLDEN_ROOT not in path.parents:
+        return f"no golden {shown}: record it with --vlcheck-update-goldens and review it"
+    weights, name = path.parent.name, path.name
+    others = sorted(d.name for d in CPU_GOLDEN_ROOT.iterdir() if (d / weights / name).exists())
+    return (f"no golden {shown}: vLLM's CPU build runs other kernels per instruction-set class, and none was "
+            f"recorded for this machine's ({path.parent.parent.name}); recorded for: {', '.join(others) or 'none'}. "
+            "Record it here with --vlcheck-update-goldens and review it")
 
 
 def from_outputs(outputs) -> list[dict[str, Any]]:
@@ -70,10 +99,10 @@ def environment(dtype: str, model_dir: str | Path | None = None) -> dict[str, st
 
     from vlcheck.core.versions import installed
 
-    from vlcheck.core.devices import gpu_name
+    from vlcheck.core.devices import device_name
 
-    # a golden names its machine: the stored goldens of vLLM's CPU build (and their noise) say "cpu"
-    now = {"vllm": installed()["vllm"] or "?", "torch": torch.__version__, "gpu": gpu_name() or "cpu", "dtype": dtype}
+    # a golden names its machine: a GPU, or `cpu <instruction-set class>` (vLLM's CPU build)
+    now = {"vllm": installed()["vllm"] or "?", "torch": torch.__version__, "gpu": device_name(), "dtype": dtype}
     if model_dir is not None:
         now["checkpoint"] = checkpoint_fingerprint(model_dir)
     return now

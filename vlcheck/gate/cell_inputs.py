@@ -181,8 +181,12 @@ def installed() -> dict[str, Any]:
     a patched, editable or shadowed package is other code under the same version), and the versions."""
     from vlcheck.core import installed_code, versions
 
+    from vlcheck.core.devices import cpu_kernels
+
+    # torch's (and vLLM's CPU build's) kernels differ per instruction-set class: a store shared by
+    # machines serves each only what its own class measured
     out: dict[str, Any] = {"python": sys.version.split()[0], **versions.installed(), "vllm_build": versions.vllm_build(),
-                           "code": installed_code.digests()}
+                           "cpu_kernels": cpu_kernels(), "code": installed_code.digests()}
     out["environment"] = {v: os.environ.get(v) for v in ENVIRONMENT_VARIABLES}
     out["environment"]["HF_TOKEN set"] = bool(os.environ.get("HF_TOKEN"))
     return out

@@ -50,9 +50,10 @@ def environment(adapter_description: dict[str, str] | None = None) -> dict[str, 
         env["file_clashes"] = [c.line() for c in installed_file_clashes()]
     except Exception as err:  # noqa: BLE001 - a malformed RECORD must not cost the report
         env["file_clashes"] = [f"(the installed distributions' file lists could not be read: {type(err).__name__}: {err})"]
-    from vlcheck.core.devices import gpu_name
+    from vlcheck.core.devices import cpu_kernels, gpu_name
 
     env["gpu"] = gpu_name()
+    env["cpu_kernels"] = cpu_kernels()  # vLLM's CPU build runs other kernels per class: its goldens are per class
     return env
 
 

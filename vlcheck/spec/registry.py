@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from vlcheck.core.devices import CPU_KERNEL_CLASSES
 from vlcheck.spec.hostile_cases import CASES
 from vlcheck.spec.schema import (
     CHECKS,
@@ -184,12 +185,19 @@ def _read_declaration(parent: _Reader, key: str) -> Declaration:
     known = sorted(set(VLLM_BUILDS.values()))
     if any(b not in known for b in builds) or ("vllm_builds" in r.table and not builds):
         raise SpecError(r.path, r.field("vllm_builds"), f"a list of the vLLM builds it was measured on, of {known}")
+    kernels = r.get("cpu_kernels", list, default=[])
+    if any(k not in CPU_KERNEL_CLASSES for k in kernels) or ("cpu_kernels" in r.table and not kernels):
+        raise SpecError(r.path, r.field("cpu_kernels"), "a list of the instruction-set classes of vLLM's CPU build it "
+                        f"was measured on, of {list(CPU_KERNEL_CLASSES)}")
+    if kernels and builds != ["cpu"]:
+        raise SpecError(r.path, r.field("cpu_kernels"), "an instruction-set class scopes a declaration about vLLM's CPU "
+                        "build: add vllm_builds = [\"cpu\"]")
     findings = r.get("findings", list, default=[])
     if any(not isinstance(f, str) or not f.strip() for f in findings) or ("findings" in r.table and not findings):
         raise SpecError(r.path, r.field("findings"), "a list of words the findings it covers contain, e.g. [\"reused uuid\"]")
     r.done()
     return Declaration(reason=reason, **ranges, modalities=tuple(modalities), vllm_builds=tuple(builds),
-                       findings=tuple(findings))
+                       cpu_kernels=tuple(kernels), findings=tuple(findings))
 
 
 def _read_prompt(r: _Reader) -> Prompt:

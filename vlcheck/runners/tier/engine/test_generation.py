@@ -67,11 +67,13 @@ def test_greedy_outputs_match_golden(family, variant, engine, request):
     stored = goldens.load(path)
     if request.config.getoption("--vlcheck-update-goldens"):
         assert_none("the outputs cannot be a golden:")
+        path = goldens.golden_path(engine.label, config_id(family, variant), engine.platform, recording=True)
         request.node.user_properties.append(("noise", record_golden(family, variant, engine, path, actual).noise))
         return
     if stored is None:
-        pytest.fail(f"no golden {path.relative_to(goldens.GOLDEN_ROOT.parent.parent)}: record it with "
-                    "--vlcheck-update-goldens and review it", pytrace=False)
+        if engine.platform == "cpu":  # a machine of another instruction-set class than those recorded: cannot compare
+            pytest.skip(goldens.missing_golden(path))
+        pytest.fail(goldens.missing_golden(path), pytrace=False)
     assert set(actual) == set(stored.outputs), f"request shapes {sorted(actual)}, golden has {sorted(stored.outputs)}"
     if request.config.getoption("--vlcheck-measure-noise"):
         try:
