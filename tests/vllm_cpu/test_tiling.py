@@ -3,18 +3,13 @@ processor with its cache off, on (first and served from the cache) and transform
 (vlcheck/cpu/tiling.py; `vlcheck/snapshots/test_tiling/<config>.txt`)."""
 
 from vlcheck.cpu import tiling
-from vlcheck.runners.testing import assert_as_declared, fact_lines, run_check
+from vlcheck.runners.testing import assert_check_as_snapshot
 
 
 def test_images_that_tile_take_every_path_alike(family, variant, family_snapshot, request):
     """The snapshot holds each request's token count and item placements (what a changed grid shows
     as); the check fails where the paths disagree, unless the spec declares `deviations.tiling`."""
-    result = run_check(request, "tiling", family, variant)
-    if result is None:  # compared with --vlcheck-baseline
-        return
-    lines = [f"# images that tile: {family.name} [{variant.kind}]", *fact_lines(result, variant, "tiling")]
-    assert "\n".join(lines) + "\n" == family_snapshot
-    assert_as_declared(result, variant)
+    assert_check_as_snapshot(request, "tiling", family, variant, family_snapshot, "images that tile")
 
 
 def test_the_sizes_cross_the_bounds_they_name():

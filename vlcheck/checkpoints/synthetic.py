@@ -119,7 +119,9 @@ def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: b
     the spec's prompts need, the model's remote code, the weights' initialisation, the head count
     and the layer-pattern build's window."""
     content = {"builder": BUILDER_HASH, "packages": build_versions(),
-               "architecture": variant.architecture, "recipe": recipe.__dict__,
+               "architecture": variant.architecture,
+               # the confusable build's own recipe holds its overrides: the table itself is no input of either build
+               "recipe": {k: v for k, v in recipe.__dict__.items() if k != "confusable"},
                "tokens": special_tokens_of(spec, variant, recipe), "weights": weights}
     if code is not None:  # the model's files are inputs too: a new revision of them rebuilds
         content["remote_code"] = code.digest()

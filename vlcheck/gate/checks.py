@@ -179,6 +179,8 @@ CATALOGUE: dict[str, Check] = {c.name: c for c in (
           declared_as="processor"),
     Check("placement", _lazy("vlcheck.hostile.placement:placement_check"), "tests/numerics/test_placement.py::test_features_land_where_the_template_put_them"),
     Check("tiling", _lazy("vlcheck.cpu.tiling:tiling_check"), "tests/vllm_cpu/test_tiling.py::test_images_that_tile_take_every_path_alike"),
+    Check("confusable", _lazy("vlcheck.gate.confusable:confusable_check"),
+          "tests/vllm_cpu/test_confusable.py::test_the_checks_hold_on_a_build_that_tells_fields_apart"),
     Check("hostile", _lazy("vlcheck.hostile.inputs:hostile_check"), "tests/hostile_inputs/test_hostile_cpu.py::test_hostile_inputs_on_cpu"),
     Check("reference", _lazy("vlcheck.numerics.reference:reference_check"), "tests/numerics/test_cpu_reference.py::test_transformers_reference",
           tolerance=1e-3),

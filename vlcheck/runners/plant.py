@@ -10,6 +10,7 @@
     vlcheck plant quant-ignore-unmapped:llava  # one wrapper's quantized checkpoint: its ignore list not renamed
     vlcheck plant video-frames:qwen2_vl  # one video loader takes the frame after each it should
     vlcheck plant image-size-swapped    # vLLM's own reading of an image's size gives (height, width)
+    vlcheck plant merge-size-confused   # Qwen2-VL's prompt updates read temporal_patch_size for merge_size
     vlcheck plant --undo                # restore every planted file
     vlcheck plant --list
 
@@ -49,6 +50,9 @@ longer has that line: the plants are written against vLLM 0.24.0 (the reference)
   (height, width): the class of "a grid computed with width and height swapped", which only non-square
   images that tile show. vLLM's own prompt updates read it (the cached path, the families whose
   placeholders vLLM expands itself): `tiling` catches it at its wide and tall sizes.
+- `merge-size-confused`: Qwen2-VL's multimodal processor counts an item's tokens with
+  `temporal_patch_size` where `merge_size` belongs: the class of "code that reads one config field for
+  another", which every checkpoint with both at their default 2 hides. Only `confusable` can catch it.
 """
 
 from __future__ import annotations
@@ -143,6 +147,10 @@ IMAGE_SIZE_SWAPPED = ("multimodal/parse.py", "            return ImageSize(*imag
                       "            return ImageSize(*image.size[::-1])  # vlcheck plant: image size swapped\n")
 
 
+MERGE_SIZE_CONFUSED = ("qwen2_vl.py", "        merge_length = image_processor.merge_size**2\n",
+                       "        merge_length = image_processor.temporal_patch_size**2  # vlcheck plant: merge size confused\n")
+
+
 class PlantError(RuntimeError):
     """The plant cannot be made here: the message names the file and line, or the unknown plant."""
 
@@ -200,6 +208,10 @@ def plant(name: str, models: Path) -> None:
         file, old, new = IMAGE_SIZE_SWAPPED
         edit(models.parent.parent / file, old, new)
         return
+    if name == "merge-size-confused":
+        file, old, new = MERGE_SIZE_CONFUSED
+        edit(models / file, old, new)
+        return
     if name == "compiled-only":
         file, old, new = COMPILED_ONLY
         edit(models / file, old, new)
@@ -251,4 +263,5 @@ def listing() -> list[str]:
                f"slow-render:FAMILY  ({SLOW_RENDER[0]})",
                f"lora-skips-language-model:FAMILY  ({LORA_SKIP[0]})",
                f"quant-ignore-unmapped:FAMILY  ({', '.join(f for f, _, _ in QUANT_IGNORE_UNMAPPED)})",
-               f"video-frames:LOADER  ({VIDEO_FRAMES[0]})", f"image-size-swapped  ({IMAGE_SIZE_SWAPPED[0]})"])
+               f"video-frames:LOADER  ({VIDEO_FRAMES[0]})", f"image-size-swapped  ({IMAGE_SIZE_SWAPPED[0]})",
+               f"merge-size-confused  ({MERGE_SIZE_CONFUSED[0]})"])

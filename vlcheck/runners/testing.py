@@ -239,5 +239,17 @@ def run_check(request: pytest.FixtureRequest, name: str, family: FamilySpec,
     return result
 
 
+def assert_check_as_snapshot(request: pytest.FixtureRequest, name: str, family: FamilySpec, variant: Variant,
+                             family_snapshot, title: str) -> None:
+    """Catalogue check `name` for the family-config: its fact `<variant>.<name>` (lines) held to the
+    family's snapshot under `# <title>: <family> [<variant>]`, then its outcome to the declarations."""
+    result = run_check(request, name, family, variant)
+    if result is None:  # compared with --vlcheck-baseline
+        return
+    lines = [f"# {title}: {family.name} [{variant.kind}]", *fact_lines(result, variant, name)]
+    assert "\n".join(lines) + "\n" == family_snapshot
+    assert_as_declared(result, variant)
+
+
 def fact_lines(result: CheckResult, variant: Variant, fact: str) -> list[str]:
     return list(result.data.get(f"{variant.kind}.{fact}", []))

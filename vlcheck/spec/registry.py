@@ -22,6 +22,7 @@ from vlcheck.core.devices import CPU_KERNEL_CLASSES
 from vlcheck.spec.hostile_cases import CASES
 from vlcheck.spec.schema import (
     CHECKS,
+    Confusable,
     Declaration,
     LIMIT_IMAGE_COUNT,
     LIMIT_ONE_PER_MODALITY,
@@ -532,12 +533,29 @@ def _read_recipe(r: _Reader | None) -> Recipe | None:
         tokenizer=r.get("tokenizer", dict, {}),
         vocabulary_map=r.get("vocabulary_map", str),
         unsupported=r.get("unsupported", str),
+        confusable=_read_confusable(r.sub("confusable")),
     )
     r.done()
     if recipe.model_type is None and recipe.unsupported is None and not recipe.hub_remote_code:
         raise SpecError(r.path, r.field("model_type"),
                         "set the transformers model_type, `hub_remote_code = true`, or `unsupported` with the reason")
     return recipe
+
+
+def _read_confusable(r: _Reader | None) -> Confusable | None:
+    if r is None:
+        return None
+    reason = r.get("reason", str, required=True)
+    if not reason.strip():
+        raise SpecError(r.path, r.field("reason"), "say which fields it tells apart, and where each is read")
+    confusable = Confusable(reason=reason, config=r.get("config", dict, {}), processor=r.get("processor", dict, {}),
+                            image_processor=r.get("image_processor", dict, {}),
+                            video_processor=r.get("video_processor", dict, {}))
+    r.done()
+    if not (confusable.config or confusable.processor or confusable.image_processor or confusable.video_processor):
+        raise SpecError(r.path, r.field("config"), "give the overrides that tell the fields apart (config, processor, "
+                        "image_processor, video_processor)")
+    return confusable
 
 
 def user_spec_dirs() -> list[Path]:

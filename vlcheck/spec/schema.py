@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 MODALITIES: tuple[str, ...] = ("image", "video")
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
-                           "reference", "vllm_reference", "placement", "tiling", "served", "video_loaders", "cpu_engine",
+                           "reference", "vllm_reference", "placement", "tiling", "confusable", "served", "video_loaders", "cpu_engine",
                            "defaults", "defaults_v2", "chunked", "prefix", "load", "long", "video_file", "compiled", "fp8",
                            "quant_w4a16", "quant_w4a16_asym", "quant_w8a16", "quant_w8a8", "quant_fp8_dynamic", "lora",
                            "lora_tower", "spec_ngram", "pp2", "tp2", "encoder_dp", "tp4", "encoder_dp4", "pp2_tp2")
@@ -394,6 +394,25 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Confusable:
+    """A second build of the family's checkpoint where fields that default to the same value differ
+    (Qwen-VL's `merge_size` and `temporal_patch_size` are both 2), so that code reading one for the
+    other shows: the spec's `[synthetic.confusable]` table, overrides over the recipe's own
+    (`vlcheck.gate.confusable` runs the processor, tiling and placement checks on it)."""
+
+    reason: str
+    """Which fields it tells apart, and where each is read (config, processor, vLLM)."""
+
+    config: dict[str, Any] = field(default_factory=dict)
+    """Config overrides by dotted path, over the recipe's `config`."""
+
+    processor: dict[str, Any] = field(default_factory=dict)
+    image_processor: dict[str, Any] = field(default_factory=dict)
+    video_processor: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments over the recipe's own, for the processor classes."""
+
+
+@dataclass(frozen=True)
 class Recipe:
     """How to build the family's tiny synthetic checkpoint (`vlcheck.checkpoints.synthetic`): the spec's
     `[synthetic]` table. Sizes are shrunk generically; this holds what cannot be guessed."""
@@ -463,6 +482,21 @@ class Recipe:
 
     unsupported: str | None = None
     """Why this family cannot be synthesized; the checks that need a checkpoint skip with it."""
+
+    confusable: Confusable | None = None
+    """The build that tells confusable fields apart (`[synthetic.confusable]`), where the family has some."""
+
+    def confusable_build(self) -> "Recipe":
+        """This recipe with its `confusable` overrides applied (the second build's recipe)."""
+        import dataclasses
+
+        c = self.confusable
+        if c is None:
+            raise ValueError("no [synthetic.confusable] table")
+        return dataclasses.replace(self, confusable=None, config={**self.config, **c.config},
+                                   processor={**self.processor, **c.processor},
+                                   image_processor={**self.image_processor, **c.image_processor},
+                                   video_processor={**self.video_processor, **c.video_processor})
 
 
 @dataclass(frozen=True)
