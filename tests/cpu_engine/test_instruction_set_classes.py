@@ -68,6 +68,7 @@ def test_a_cpu_golden_is_read_from_its_class(golden_root, monkeypatch, here, nam
 def test_a_missing_cpu_golden_names_the_classes_that_have_one(golden_root, monkeypatch):
     monkeypatch.setattr(devices, "cpu_kernels", lambda: "aarch64")
     why = goldens.missing_golden(goldens.golden_path("seeded-float32", "llava-single", "cpu"))
+    assert why.startswith("no golden llava-single.json under ") and "cpu_engine_goldens/aarch64/seeded-float32:" in why
     assert "none was recorded for this machine's (aarch64)" in why
     assert "recorded for: avx2, avx512_any" in why and "--vlcheck-update-goldens" in why
 

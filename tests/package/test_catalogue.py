@@ -21,7 +21,8 @@ def test_every_check_names_its_test(check):
     source = (ROOT / path).read_text()
     assert re.search(rf"^def {name}\(", source, re.M), f"{check.name}: {check.test} does not exist"
     body = source.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
-    assert f'run_check(request, "{check.name}"' in body, f"{check.test} does not run the catalogue's {check.name}"
+    runs = (f'run_check(request, "{check.name}"', f'assert_check_as_snapshot(request, "{check.name}"')
+    assert any(call in body for call in runs), f"{check.test} does not run the catalogue's {check.name}"
 
 
 @pytest.mark.parametrize("check", list(CATALOGUE.values()), ids=lambda c: c.name)

@@ -115,9 +115,9 @@ def against_goldens(spec: FamilySpec, variant: Variant, handle, runs: list[Shape
     if stored is None:
         measured.facts["golden"] = f"no {configuration} golden recorded"
         if handle.platform == "cpu":  # a machine of another instruction-set class than those recorded
-            measured.not_compared = goldens.missing_golden(path)
+            measured.not_compared = goldens.missing_golden(path, f"{configuration} golden")
         else:
-            measured.problems.append(goldens.missing_golden(path))
+            measured.problems.append(goldens.missing_golden(path, f"{configuration} golden"))
         return
     if handle.goldens_mode == "measure_noise":
         try:

@@ -67,15 +67,20 @@ def golden_path(weights: str, name: str, platform: str = "gpu", recording: bool 
     return earlier
 
 
-def missing_golden(path: Path) -> str:
-    """Why there is no golden at `path`, and what to do: for vLLM's CPU build, which classes have one."""
-    shown = path.relative_to(SNAPSHOT_ROOT.parent.parent)
+def missing_golden(path: Path, what: str = "golden") -> str:
+    """Why there is no golden at `path` (a `what`: `fp8 golden`), and what to do: for vLLM's CPU build,
+    which instruction-set classes have one."""
+    try:
+        where = path.parent.relative_to(SNAPSHOT_ROOT.parent.parent)
+    except ValueError:  # goldens kept elsewhere (a test's, a user's)
+        where = path.parent
+    missing = f"no {what} {path.name} under {where}"
     if CPU_GOLDEN_ROOT not in path.parents:
-        return f"no golden {shown}: record it with --vlcheck-update-goldens and review it"
-    weights, name = path.parent.name, path.name
-    others = sorted(d.name for d in CPU_GOLDEN_ROOT.iterdir() if (d / weights / name).exists())
-    return (f"no golden {shown}: vLLM's CPU build runs other kernels per instruction-set class, and none was "
-            f"recorded for this machine's ({path.parent.parent.name}); recorded for: {', '.join(others) or 'none'}. "
+        return f"{missing}: record it with --vlcheck-update-goldens and review it"
+    weights = path.parent.name
+    others = sorted(d.name for d in CPU_GOLDEN_ROOT.iterdir() if (d / weights / path.name).exists())
+    return (f"{missing}: vLLM's CPU build runs other kernels per instruction-set class, and none was recorded "
+            f"for this machine's ({path.parent.parent.name}); recorded for: {', '.join(others) or 'none'}. "
             "Record it here with --vlcheck-update-goldens and review it")
 
 
