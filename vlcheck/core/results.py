@@ -285,7 +285,8 @@ NOT_APPLIED = "declaration_not_applied"
 
 def declared_deviation(result: CheckResult, variant, declared_as: str | None = None) -> CheckResult:
     """A failure the variant declares (`deviations.<check>`, or `declared_as`) becomes a declared
-    deviation: reported with the spec's reason, keeping the failure's evidence. A declaration
+    deviation: reported with the spec's reason, keeping the failure's evidence. One that names its
+    findings covers those only: a failure with any other problem line stays a failure. A declaration
     measured on other versions than the installed ones does not apply: the result stays as it is
     and says so, so a fix shows as `pass` and a new breakage as `fail`."""
     key = declared_as or result.check
@@ -306,6 +307,16 @@ def declared_deviation(result: CheckResult, variant, declared_as: str | None = N
         return CheckResult(result.family, result.check, result.status,
                            result.reason + f" (deviations.{key} is declared for {declared.scope} but did not happen)",
                            result.details, result.data)
+    problems = result.details or [result.reason]
+    uncovered = [p for p in problems if not declared.covers_finding(p)]
+    if uncovered:  # a declaration covers the findings it names: any other finding fails the cell
+        note = f" (deviations.{key} covers only the findings {' / '.join(map(repr, declared.findings))})"
+        if result.reason.endswith(note):
+            return result  # already held to it (a check's own call, then per_variant's)
+        shown = result.reason.replace(problems[0], uncovered[0]) if problems[0] in result.reason else result.reason
+        return CheckResult(result.family, result.check, Status.FAIL, shown + note,
+                           uncovered + [p for p in problems if p not in uncovered], result.data,
+                           result.finding or result.reason, frames=result.frames)
     return CheckResult(result.family, result.check, Status.DEVIATION, f"[{variant.kind}] {declared.reason}",
                        result.details or [result.reason], result.data, result.finding or result.reason,
                        frames=result.frames)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from vlcheck.runners.plugin_collection import UnloadableSpec
-from vlcheck.runners.testing import is_suite_crash
+from vlcheck.runners.testing import is_suite_crash, uncovered_failure
 
 
 @pytest.hookimpl(wrapper=True)
@@ -14,6 +14,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """Mark a test that failed because vlcheck's own code crashed, so that it is counted as an
     error of the suite, apart from the failures that describe vLLM's behaviour."""
     report = yield
+    if (hasattr(report, "wasxfail") and call.excinfo is not None and report.when == "call"
+            and not call.excinfo.errisinstance(pytest.xfail.Exception)):  # pytest.xfail(): vlcheck's own verdict
+        uncovered = uncovered_failure(item, call.excinfo.value)
+        if uncovered:  # another failure than the declared one: it fails, saying which the declaration names
+            del report.wasxfail
+            report.outcome = "failed"
+            report.longrepr = f"{call.excinfo.exconly()}\n(not the declared failure: {uncovered})"
     callspec = getattr(item, "callspec", None)
     if report.failed and callspec and isinstance(callspec.params.get("family"), UnloadableSpec):
         report.user_properties.append(("vlcheck_spec_error", True))

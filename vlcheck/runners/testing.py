@@ -61,6 +61,22 @@ def expect_deviation(request: pytest.FixtureRequest, variant: Variant, check: st
     if declared is not None:
         request.applymarker(pytest.mark.xfail(reason=f"declared deviation ({declared.scope}): {declared.reason}",
                                               strict=True))
+        expected = getattr(request.node, EXPECTED, [])
+        setattr(request.node, EXPECTED, [*expected, (check, declared)])
+
+
+EXPECTED = "_vlcheck_expected_deviations"
+"""The test's declarations made strict expected failures, (check, declaration) each: the reporting hook
+holds a failure to the findings they name (`uncovered_failure`)."""
+
+
+def uncovered_failure(item: pytest.Item, failure: BaseException) -> str | None:
+    """Why an expected failure is not the one declared: every declaration that made the test xfail
+    names findings and the failure's message holds none of them; None when one covers it."""
+    expected = getattr(item, EXPECTED, [])
+    if not expected or any(declared.covers_finding(str(failure)) for _, declared in expected):
+        return None
+    return "; ".join(f"deviations.{check} covers {declared.scope} only" for check, declared in expected)
 
 
 def assert_as_scoped(request: pytest.FixtureRequest, variant: Variant, check: str,
