@@ -19,6 +19,7 @@ from vlcheck.core.results import (MAX_FRAMES, CheckResult, Status, combine, cras
                                   frames_of, frames_text, from_exception, raised_by)
 from vlcheck.gate import diff, report
 from vlcheck.gate.checks import unit
+from vlcheck.spec.schema import Declaration
 
 TRANSFORMERS = '''
 def reshape(x):
@@ -189,7 +190,7 @@ def test_combine_and_declarations_keep_the_frames(libs):
     cell = combine("phi3_v", "processor", [single, multi, passed])
     assert cell.status is Status.FAIL and cell.frames == single.frames  # the same frames once
     assert combine("phi3_v", "processor", [passed]).frames == []
-    declared = types.SimpleNamespace(reason="known", scope="vllm>=0")
+    declared = Declaration("known", vllm=">=0", transformers=">=0")
     variant = types.SimpleNamespace(kind="single", deviations={"processor": declared},
                                     deviation=lambda key: declared if key == "processor" else None)
     deviation = declared_deviation(single, variant)
