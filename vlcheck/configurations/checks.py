@@ -8,11 +8,11 @@ import re
 from typing import Any
 
 from vlcheck.checkpoints.quantized import FORMATS
-from vlcheck.configurations.outcome import cell
+from vlcheck.configurations.outcome import as_declared, cell
 from vlcheck.configurations.registry import Configuration
-from vlcheck.core.results import CheckResult, Status, declared_deviation, from_exception
+from vlcheck.core.results import CheckResult, Status, from_exception
 from vlcheck.engine.watchdog import EngineDied
-from vlcheck.spec.schema import CHECKS, FamilySpec, Variant
+from vlcheck.spec.schema import FamilySpec, Variant
 
 MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.configurations.video_file",
                "long": "vlcheck.configurations.long_prompts", "fp8": "vlcheck.configurations.quantized",
@@ -79,13 +79,9 @@ def run(config: Configuration, spec: FamilySpec, variant: Variant, handle) -> Ch
     except TemplateUnavailable as err:  # the example's prompt needs a Hub file this cache lacks
         return CheckResult(spec.name, name, Status.SKIP, f"[{variant.kind}] {config.name}: {err}")
     except EngineDied as err:  # vLLM's engine died under the check: its last error line is the finding
-        return _as_declared(config, variant, CheckResult(spec.name, name, Status.FAIL,
-                                                         f"[{variant.kind}] {config.name}: {death_summary(err)}"))
+        died = CheckResult(spec.name, name, Status.FAIL, f"[{variant.kind}] {config.name}: {death_summary(err)}")
+        return as_declared(died, variant, config.name)
     except Exception as err:  # noqa: BLE001 - core.results.raised_by decides fail (vLLM's) or error (vlcheck's)
-        return _as_declared(config, variant, from_exception(spec.name, name, err, f"[{variant.kind}] {config.name}:"))
+        return as_declared(from_exception(spec.name, name, err, f"[{variant.kind}] {config.name}:"), variant, config.name)
     return cell(spec, variant, name, config.name, measured)
 
-
-def _as_declared(config: Configuration, variant: Variant, result: CheckResult) -> CheckResult:
-    """A failure whose words are the configuration's declared finding is that deviation; any other stands."""
-    return declared_deviation(result, variant, declared_as=config.name) if config.name in CHECKS else result

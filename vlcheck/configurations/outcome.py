@@ -49,7 +49,7 @@ def cell(spec: FamilySpec, variant: Variant, check_name: str, configuration: str
     if measured.problems:  # a declaration covers the findings it names; any other fails the cell
         result = CheckResult(spec.name, check_name, Status.FAIL, f"[{kind}] {configuration}: {measured.problems[0]}",
                              measured.problems, data, frames=measured.frames)
-        return declared_deviation(result, variant, declared_as=configuration) if configuration in CHECKS else result
+        return as_declared(result, variant, configuration)
     if measured.not_compared is not None:
         return CheckResult(spec.name, check_name, Status.SKIP, f"[{kind}] {configuration}: {measured.not_compared}",
                            data=data)
@@ -59,3 +59,9 @@ def cell(spec: FamilySpec, variant: Variant, check_name: str, configuration: str
     shown = ", ".join(f"{k} {v}" for k, v in measured.proof.items())
     return CheckResult(spec.name, check_name, Status.PASS, f"[{kind}] {configuration}: as {measured.reference}; path ran ({shown})",
                        data=data)
+
+
+def as_declared(result: CheckResult, variant: Variant, configuration: str) -> CheckResult:
+    """A configuration cell's failure against the variant's declaration of that configuration
+    (`core.results.declared_deviation`: the findings it names, and nothing else, become the deviation)."""
+    return declared_deviation(result, variant, declared_as=configuration) if configuration in CHECKS else result

@@ -310,7 +310,7 @@ def declared_deviation(result: CheckResult, variant, declared_as: str | None = N
     problems = result.details or [result.reason]
     uncovered = [p for p in problems if not declared.covers_finding(p)]
     if uncovered:  # a declaration covers the findings it names: any other finding fails the cell
-        note = f" (deviations.{key} covers only the findings {' / '.join(map(repr, declared.findings))})"
+        note = f" (deviations.{key} {declared.covers_only})"
         if result.reason.endswith(note):
             return result  # already held to it (a check's own call, then per_variant's)
         shown = result.reason.replace(problems[0], uncovered[0]) if problems[0] in result.reason else result.reason

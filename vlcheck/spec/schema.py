@@ -214,6 +214,11 @@ class Declaration:
     def covers_finding(self, problem: str) -> bool:
         return not self.findings or any(words in problem for words in self.findings)
 
+    @property
+    def covers_only(self) -> str:
+        """What a failure it does not cover is told: "covers only the findings 'a' / 'b'"."""
+        return f"covers only the findings {' / '.join(map(repr, self.findings))}"
+
     vllm_builds: tuple[str, ...] = ()
     """The vLLM builds it was measured on (`cuda`: the `vllm` wheel; `cpu`: vLLM's CPU build) where its
     cause lies in one build's kernels (`vllm_builds = ["cuda"]`); empty: code every build runs."""
