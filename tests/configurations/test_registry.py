@@ -13,6 +13,8 @@ from vlcheck.configurations.registry import CHUNK_TOKENS, CONFIGURATIONS, Unknow
 from vlcheck.core.results import Status
 from vlcheck.spec.registry import get_family
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 def test_selection_keeps_registry_order_and_all_means_every_configuration_of_the_platform():
     assert [c.name for c in select(["prefix", "chunked", "prefix"], "cpu")] == ["prefix", "chunked"]
@@ -20,6 +22,46 @@ def test_selection_keeps_registry_order_and_all_means_every_configuration_of_the
     assert [c.name for c in select([], "cpu")] == ["eager"]
     with pytest.raises(UnknownConfiguration, match="unknown configuration 'chunky': one of eager, defaults, defaults_v2, chunked"):
         select(["chunky"], "cpu")
+
+
+def test_a_configuration_chosen_at_some_places_runs_there_only_and_a_plain_choice_runs_everywhere():
+    (lora,) = select(["lora@qwen2_vl-single", "lora@llava"], "cpu")
+    assert lora.only_on == ("qwen2_vl-single", "llava")
+    assert lora.runs_on("llava", "llava-multi_image") and lora.runs_on("qwen2_vl", "qwen2_vl-single")
+    assert not lora.runs_on("qwen2_vl", "qwen2_vl-multi_image")
+    (everywhere,) = select(["lora@llava", "lora"], "cpu")
+    assert everywhere.only_on == () and everywhere.runs_on("gemma3", "gemma3-single")
+    assert {c.only_on for c in select(["all@gemma3"], "cpu")} == {("gemma3",)}
+    assert CONFIGURATIONS["lora"].only_on == ()  # the registry's own stays unscoped
+    for bad in ("lora@", "@llava"):
+        with pytest.raises(UnknownConfiguration):
+            select([bad], "cpu")
+
+
+def test_a_configuration_runs_only_where_it_was_chosen_and_an_unknown_place_is_a_usage_error(tmp_path):
+    """Through the installed plugin: `NAME@WHERE` keeps the configuration's cell at the other family-configs,
+    a skip naming where it was chosen for (before any engine is asked for)."""
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ET
+
+    def run(config: str) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+        junit = tmp_path / "junit.xml"
+        ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cpu_engine",
+                              "--vlcheck-family", "qwen2_vl", "--vlcheck-config", config, f"--junitxml={junit}",
+                              "vlcheck/runners/tier/engine/test_configurations.py"],
+                             capture_output=True, text=True, cwd=ROOT, timeout=300)
+        skips = {case.get("name"): case.find("skipped").get("message", "") for case in ET.parse(junit).iter("testcase")
+                 if case.find("skipped") is not None} if junit.exists() else {}
+        return ran, skips
+
+    ran, skips = run("chunked@qwen2_vl-single")
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    elsewhere = "configuration chunked was chosen for qwen2_vl-single only (--vlcheck-config chunked@qwen2_vl-single)"
+    assert elsewhere in skips["test_configuration[cpu-qwen2_vl-multi_image-chunked]"]
+    assert "chosen for" not in skips["test_configuration[cpu-qwen2_vl-single-chunked]"]  # here: the platform's own reason
+    unknown, _ = run("chunked@qwen2_vl-singel")
+    assert unknown.returncode != 0 and "no family or family-config qwen2_vl-singel" in unknown.stdout, unknown.stdout[-800:]
 
 
 def test_report_columns_name_the_platform_and_the_configuration():

@@ -289,7 +289,8 @@ def register(sub, common) -> None:
                         "video_file, lora, lora_tower, spec_ngram, the quantized checkpoints quant_w4a16, quant_w4a16_asym, "
                         "quant_w8a8, quant_fp8_dynamic; on GPUs also quant_w8a16, defaults_v2, compiled, fp8, pp2, tp2 and encoder_dp "
                         "(2 GPUs), tp4, encoder_dp4 and pp2_tp2 (4 GPUs); all; or serve:FLAGS (your `vllm serve` "
-                        "flags on the synthetic checkpoint); each against the eager goldens within measured noise, "
+                        "flags on the synthetic checkpoint); NAME@WHERE: on those families or family-configs only "
+                        "(`lora@qwen2_vl-single,llava`); each against the eager goldens within measured noise, "
                         "with proof that its path ran (docs/configurations.md)")
     p.add_argument("--launch-line", dest="serve", action="append", metavar='"vllm serve MODEL --flag ..."',
                    help="also check this launch line (repeatable): parsed by the installed vLLM, its resolved "

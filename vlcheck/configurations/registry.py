@@ -9,7 +9,7 @@ A user's own `vllm serve` line is a configuration too (`from_serve_line`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vlcheck.checkpoints.quantized import FORMATS
@@ -105,6 +105,12 @@ class Configuration:
     cpu_where_served: bool = False
     """On vLLM's CPU build it runs only where --vlcheck-serve selects the family-config (its engine,
     compiled or with adapters, and its own server cost minutes there, so CI gives it the family-configs it serves)."""
+    only_on: tuple[str, ...] = ()
+    """The families and family-configs (`qwen2_vl`, `qwen2_vl-single`) it was chosen for (`NAME@WHERE`);
+    empty: every family-config the run selects."""
+
+    def runs_on(self, family: str, family_config: str) -> bool:
+        return not self.only_on or bool({family, family_config} & set(self.only_on))
 
     @property
     def is_default(self) -> bool:
@@ -223,7 +229,8 @@ DEFAULT = EAGER.name
 class UnknownConfiguration(KeyError):
     def __str__(self) -> str:
         return (f"unknown configuration {self.args[0]!r}: one of {', '.join(CONFIGURATIONS)}, `all`, or "
-                "`serve:FLAGS` (a `vllm serve` line's flags)")
+                "`serve:FLAGS` (a `vllm serve` line's flags); NAME@WHERE runs it on these families or "
+                "family-configs only (`lora@qwen2_vl-single,llava`)")
 
 
 def from_serve_line(flags: str) -> Configuration:
@@ -237,17 +244,38 @@ def from_serve_line(flags: str) -> Configuration:
                          serve_line=flags.strip())
 
 
+def scoped(name: str) -> tuple[str, tuple[str, ...]]:
+    """`NAME@a,b` -> (NAME, (a, b)); a name without `@` (and a `serve:` line, whose flags may hold one) -> (name, ())."""
+    if name.startswith("serve:") or "@" not in name:
+        return name, ()
+    base, where = name.split("@", 1)
+    places = tuple(w.strip() for w in where.split(",") if w.strip())
+    if not base or not places:
+        raise UnknownConfiguration(name)
+    return base, places
+
+
 def select(names: list[str], platform: str) -> list[Configuration]:
     """`--vlcheck-config` / `vlcheck check --config` values -> configurations, in registry order;
-    `all`: every one this platform runs. Unknown names raise UnknownConfiguration."""
+    `all`: every one this platform runs; `NAME@WHERE`: on those families or family-configs only (chosen
+    again elsewhere, the places add up; chosen plainly too, it runs everywhere). Unknown names raise
+    UnknownConfiguration."""
     chosen: list[Configuration] = []
     for name in names or [DEFAULT]:
-        if name == "all":
-            chosen += [c for c in CONFIGURATIONS.values() if platform in c.platforms]
-        elif name.startswith("serve:"):
-            chosen.append(from_serve_line(name[len("serve:"):]))
-        elif name in CONFIGURATIONS:
-            chosen.append(CONFIGURATIONS[name])
+        base, where = scoped(name)
+        if base == "all":
+            found = [c for c in CONFIGURATIONS.values() if platform in c.platforms]
+        elif base.startswith("serve:"):
+            found = [from_serve_line(base[len("serve:"):])]
+        elif base in CONFIGURATIONS:
+            found = [CONFIGURATIONS[base]]
         else:
-            raise UnknownConfiguration(name)
-    return list({c.name: c for c in chosen}.values())
+            raise UnknownConfiguration(base)
+        chosen += [replace(c, only_on=where) for c in found]
+    merged: dict[str, Configuration] = {}
+    for c in chosen:
+        before = merged.get(c.name)
+        everywhere = c.only_on == () or (before is not None and before.only_on == ())
+        places = () if everywhere else tuple(dict.fromkeys((*(before.only_on if before else ()), *c.only_on)))
+        merged[c.name] = replace(c, only_on=places)
+    return list(merged.values())

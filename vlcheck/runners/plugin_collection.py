@@ -127,8 +127,17 @@ def configuration_params(config: pytest.Config) -> list:
         chosen = {c.name: c for c in select(wanted, "cpu") + select(wanted, "gpu")} if wanted else {}
     except UnknownConfiguration as err:
         raise pytest.UsageError(f"--vlcheck-config: {err}") from None
+    unknown = sorted({place for c in chosen.values() for place in c.only_on} - known_places())
+    if unknown:
+        raise pytest.UsageError(f"--vlcheck-config NAME@WHERE: no family or family-config {', '.join(unknown)} "
+                                "(a family's name, or NAME-VARIANT as in `qwen2_vl-single`; `vlcheck list` names them)")
     params = [pytest.param(c, id=c.name) for c in chosen.values() if c.name != DEFAULT]
     return params or [pytest.param(None, id="none")]
+
+
+def known_places() -> set[str]:
+    """What `NAME@WHERE` may name: every family whose spec loads, and each of its family-configs."""
+    return {place for name, spec in all_families().items() for place in (name, *(config_id(spec, v) for v in spec.variants))}
 
 
 def tensor_parallel_configurations(config: pytest.Config) -> list[str]:

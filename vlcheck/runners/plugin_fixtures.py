@@ -166,6 +166,9 @@ def configured_engine(family, variant, configuration, engines, weights_mode, eng
     config = configuration
     if config is None:
         pytest.skip(NO_CONFIGURATION)
+    if not config.runs_on(family.name, config_id(family, variant)):
+        pytest.skip(f"configuration {config.name} was chosen for {', '.join(config.only_on)} only "
+                    f"(--vlcheck-config {config.name}@{','.join(config.only_on)})")
     from vlcheck.engine.engines import platform_unavailable
 
     why_not = platform_unavailable(engine_platform)

@@ -70,7 +70,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="engine tiers: also run these engine configurations per family-config (repeatable): "
                          + ", ".join(c for c in CONFIGURATIONS if c != DEFAULT) + ", all, or serve:FLAGS (your "
                          "`vllm serve` flags, e.g. 'serve:--enable-prefix-caching --max-num-batched-tokens 512'); "
-                         "each against the eager goldens, with proof that its path ran (tests/configurations/). "
+                         "NAME@WHERE runs it on those families or family-configs only (`lora@qwen2_vl-single,llava`; elsewhere "
+                         "its cell skips saying so); each against the eager goldens, with proof that its path ran (tests/configurations/). "
                          "Served ones (load, video_file) run where --vlcheck-serve selects a server")
     group.addoption("--vlcheck-tp", type=int, default=None, metavar="N",
                     help="GPU tier: the configuration tpN (--vlcheck-config tpN): each family-config served at "
