@@ -315,7 +315,7 @@ def engine_servers():
 
 
 @pytest.fixture
-def serve_engine(family, variant, engine_platform, engine, engine_servers, request):
+def serve_engine(family, variant, engine_platform, engine_servers, request):
     """`serve_engine(refused=None, **engine_args)`: (server, chat template) for this family-config:
     vLLM's OpenAI-compatible server (`vlcheck.engine.engine_server`) with the offline engine's args
     (`engine`, started first, is its reference) and `engine_args` on top, or a skip saying why.
@@ -323,9 +323,13 @@ def serve_engine(family, variant, engine_platform, engine, engine_servers, reque
     from vlcheck.engine import engine_server
     from vlcheck.engine.engines import engine_args
 
+    # Asked before the engine: a family-config not chosen to serve skips on both ends of a diff alike,
+    # whether or not its engine starts there (an engine declared not to start made these cells
+    # declared deviations on one end, skips on the other: 66 "lost coverage" cells of one CI engine diff).
     if not serve_selected(request.config, family, variant):
         pytest.skip("the served checks run where --vlcheck-serve selects the family-config (its engine then also "
                     f"serves vLLM's OpenAI app): --vlcheck-serve {config_id(family, variant)} (or {family.name}, or all)")
+    engine = request.getfixturevalue("engine")
 
     def serve(refused=None, **extra):
         import json
