@@ -38,6 +38,19 @@ def test_a_configuration_chosen_at_some_places_runs_there_only_and_a_plain_choic
             select([bad], "cpu")
 
 
+def test_vlcheck_check_refuses_a_place_that_names_no_family_config_before_it_runs():
+    from types import SimpleNamespace
+
+    from vlcheck.cli.check_command import engine_options_refused
+
+    def refused(*config):
+        return engine_options_refused(SimpleNamespace(gpu=False, cpu_engine=True, config=list(config)))
+
+    assert refused("lora@qwen2_vl-single", "prefix@llava") is None
+    assert refused("lora@qwen2_vl-singel") == ("--config NAME@WHERE: no family or family-config qwen2_vl-singel (a family's "
+                                               "name, or FAMILY-VARIANT as in `qwen2_vl-single`; `vlcheck list` names them)")
+
+
 def test_a_configuration_runs_only_where_it_was_chosen_and_an_unknown_place_is_a_usage_error(tmp_path):
     """Through the installed plugin: `NAME@WHERE` keeps the configuration's cell at the other family-configs,
     a skip naming where it was chosen for (before any engine is asked for)."""

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from vlcheck.configurations.registry import scoped, select
-from vlcheck.runners.plugin_collection import known_places
+from vlcheck.spec.registry import family_and_config_names
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,4 +28,4 @@ def test_every_cpu_configuration_runs_in_ci_and_where_it_is_kept_exists():
     every = {c.name for c in select(["all"], "cpu") if not c.is_default}
     assert every <= chosen, f"not in .ci/run's CONFIGS: {sorted(every - chosen)}"
     places = {place for name in names for place in scoped(name)[1]}
-    assert places and places <= known_places(), sorted(places - known_places())
+    assert places and places <= family_and_config_names(), sorted(places - family_and_config_names())

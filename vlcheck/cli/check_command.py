@@ -66,17 +66,18 @@ def _cpu_checks(names):
 
 def engine_options_refused(args) -> str | None:
     """Why the engine options cannot go together (None where they can)."""
-    from vlcheck.configurations.registry import UnknownConfiguration, select
+    from vlcheck.configurations.registry import UnknownConfiguration, select, unknown_places
 
     if args.gpu and args.cpu_engine:
         return "--gpu and --cpu-engine: one engine platform per run (each build is its own environment)"
     if args.config and not (args.gpu or args.cpu_engine):
         return "--config: engine configurations run on an engine platform: add --cpu-engine (vLLM's CPU build) or --gpu"
     try:
-        select(args.config, "gpu" if args.gpu else "cpu")
+        chosen = select(args.config, "gpu" if args.gpu else "cpu")
     except UnknownConfiguration as err:
         return f"--config: {err}"
-    return None
+    unknown = unknown_places(chosen)
+    return f"--config {unknown}" if unknown else None
 
 
 def selected(args) -> tuple[dict, dict]:

@@ -279,3 +279,14 @@ def select(names: list[str], platform: str) -> list[Configuration]:
         places = () if everywhere else tuple(dict.fromkeys((*(before.only_on if before else ()), *c.only_on)))
         merged[c.name] = replace(c, only_on=places)
     return list(merged.values())
+
+
+def unknown_places(configurations) -> str | None:
+    """What is wrong with the places these configurations were chosen for (`NAME@WHERE`), or None."""
+    from vlcheck.spec.registry import family_and_config_names
+
+    unknown = sorted({place for c in configurations for place in c.only_on} - family_and_config_names())
+    if not unknown:
+        return None
+    return (f"NAME@WHERE: no family or family-config {', '.join(unknown)} (a family's name, or FAMILY-VARIANT as in "
+            "`qwen2_vl-single`; `vlcheck list` names them)")

@@ -13,6 +13,7 @@ from vlcheck.configurations.registry import (
     DEFAULT,
     UnknownConfiguration,
     select,
+    unknown_places,
 )
 from vlcheck.runners.plugin_options import STARTED
 from vlcheck.spec.registry import (
@@ -127,17 +128,11 @@ def configuration_params(config: pytest.Config) -> list:
         chosen = {c.name: c for c in select(wanted, "cpu") + select(wanted, "gpu")} if wanted else {}
     except UnknownConfiguration as err:
         raise pytest.UsageError(f"--vlcheck-config: {err}") from None
-    unknown = sorted({place for c in chosen.values() for place in c.only_on} - known_places())
+    unknown = unknown_places(chosen.values())
     if unknown:
-        raise pytest.UsageError(f"--vlcheck-config NAME@WHERE: no family or family-config {', '.join(unknown)} "
-                                "(a family's name, or NAME-VARIANT as in `qwen2_vl-single`; `vlcheck list` names them)")
+        raise pytest.UsageError(f"--vlcheck-config {unknown}")
     params = [pytest.param(c, id=c.name) for c in chosen.values() if c.name != DEFAULT]
     return params or [pytest.param(None, id="none")]
-
-
-def known_places() -> set[str]:
-    """What `NAME@WHERE` may name: every family whose spec loads, and each of its family-configs."""
-    return {place for name, spec in all_families().items() for place in (name, *(config_id(spec, v) for v in spec.variants))}
 
 
 def tensor_parallel_configurations(config: pytest.Config) -> list[str]:

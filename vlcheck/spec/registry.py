@@ -39,6 +39,7 @@ from vlcheck.spec.schema import (
     Source,
     USER_PROMPT,
     Variant,
+    config_id,
 )
 from vlcheck.spec.models import architecture_of, is_path, local_dir, model_config, resolve_model
 
@@ -603,6 +604,12 @@ def _load_all(dirs: tuple[Path, ...]) -> tuple[dict[str, FamilySpec], dict[str, 
 def all_families(dirs: Iterable[Path] | None = None) -> dict[str, FamilySpec]:
     """Every family spec that loads, by name, sorted case-insensitively."""
     return _load_all(tuple(dirs) if dirs is not None else tuple(spec_dirs()))[0]
+
+
+def family_and_config_names() -> set[str]:
+    """Every family whose spec loads, and each of its family-configs (`qwen2_vl`, `qwen2_vl-single`):
+    what a choice of places may name (`--vlcheck-config NAME@WHERE`)."""
+    return {place for name, spec in all_families().items() for place in (name, *(config_id(spec, v) for v in spec.variants))}
 
 
 def spec_errors(dirs: Iterable[Path] | None = None) -> dict[str, SpecError]:
