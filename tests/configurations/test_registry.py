@@ -13,8 +13,6 @@ from vlcheck.configurations.registry import CHUNK_TOKENS, CONFIGURATIONS, Unknow
 from vlcheck.core.results import Status
 from vlcheck.spec.registry import get_family
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 def test_selection_keeps_registry_order_and_all_means_every_configuration_of_the_platform():
     assert [c.name for c in select(["prefix", "chunked", "prefix"], "cpu")] == ["prefix", "chunked"]
@@ -51,22 +49,11 @@ def test_vlcheck_check_refuses_a_place_that_names_no_family_config_before_it_run
                                                "name, or FAMILY-VARIANT as in `qwen2_vl-single`; `vlcheck list` names them)")
 
 
-def test_a_configuration_runs_only_where_it_was_chosen_and_an_unknown_place_is_a_usage_error(tmp_path):
+def test_a_configuration_runs_only_where_it_was_chosen_and_an_unknown_place_is_a_usage_error(run_engine_tests):
     """Through the installed plugin: `NAME@WHERE` keeps the configuration's cell at the other family-configs,
     a skip naming where it was chosen for (before any engine is asked for)."""
-    import subprocess
-    import sys
-    import xml.etree.ElementTree as ET
-
-    def run(config: str) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
-        junit = tmp_path / "junit.xml"
-        ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cpu_engine",
-                              "--vlcheck-family", "qwen2_vl", "--vlcheck-config", config, f"--junitxml={junit}",
-                              "vlcheck/runners/tier/engine/test_configurations.py"],
-                             capture_output=True, text=True, cwd=ROOT, timeout=300)
-        skips = {case.get("name"): case.find("skipped").get("message", "") for case in ET.parse(junit).iter("testcase")
-                 if case.find("skipped") is not None} if junit.exists() else {}
-        return ran, skips
+    def run(config: str):
+        return run_engine_tests("test_configurations.py", "--vlcheck-family", "qwen2_vl", "--vlcheck-config", config)
 
     ran, skips = run("chunked@qwen2_vl-single")
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]

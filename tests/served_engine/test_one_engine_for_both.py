@@ -103,22 +103,12 @@ def test_the_served_checks_take_the_shared_server_only_where_it_has_their_args()
     assert not _shared_server_serves(engine(True), {"mm_processor_cache_gb": 0.001})  # the small-cache check's own
 
 
-
-def test_a_family_config_not_chosen_to_serve_skips_its_served_checks_before_its_engine_is_asked_for(tmp_path):
+def test_a_family_config_not_chosen_to_serve_skips_its_served_checks_before_its_engine_is_asked_for(run_engine_tests):
     """Through the installed plugin, where no engine can start (this environment has no vLLM CPU build):
     the served checks of a family-config --vlcheck-serve does not select say so, not why the engine is
     missing, so that an engine that does not start on one end of a diff leaves the same skips as on the other."""
-    import subprocess
-    import sys
-    import xml.etree.ElementTree as ET
-
-    root = Path(__file__).resolve().parents[2]
-    junit = tmp_path / "junit.xml"
-    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cpu_engine",
-                          "--vlcheck-family", "qwen2_vl", "--vlcheck-variant", "single", f"--junitxml={junit}",
-                          "--vlcheck-serve", "llava-single", "vlcheck/runners/tier/engine/test_engine_served.py"],
-                         capture_output=True, text=True, cwd=root, timeout=300)
+    ran, reasons = run_engine_tests("test_engine_served.py", "--vlcheck-family", "qwen2_vl", "--vlcheck-variant", "single",
+                                    "--vlcheck-serve", "llava-single")
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
-    reasons = {case.get("name"): case.find("skipped").get("message", "") for case in ET.parse(junit).iter("testcase")}
     assert len(reasons) >= 10, reasons
     assert all("--vlcheck-serve qwen2_vl-single (or qwen2_vl, or all)" in why for why in reasons.values()), reasons
