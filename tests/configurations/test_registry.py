@@ -326,3 +326,10 @@ def test_a_configuration_is_held_to_this_runs_eager_engine_not_to_the_golden_a_r
     measured = Measured()
     offline.against_eager(qwen, qwen.single, handle, [run], measured, CONFIGURATIONS["chunked"])
     assert len(measured.problems) == 1 and "against this run's eager engine" in measured.problems[0]
+
+
+def test_every_configuration_can_be_declared_under_its_name():
+    from vlcheck.spec.schema import CHECKS
+
+    missing = [name for name, c in CONFIGURATIONS.items() if not c.is_default and name not in CHECKS]
+    assert not missing, f"add to spec.schema.CHECKS (a spec's deviations.<name>): {missing}"

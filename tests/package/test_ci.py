@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def ci_configurations() -> list[str]:
     """The default of `CONFIGS` in .ci/run, as bash expands it (line continuations and all)."""
     text = (ROOT / ".ci" / "run").read_text()
-    loop = re.search(r"for name in \$\{CONFIGS:-.*?\}; do", text, re.S)
+    loop = re.search(r"(?:^ *\w+=\S+\n)*^ *for name in \$\{CONFIGS:-.*?\}; do", text, re.S | re.M)
     assert loop, ".ci/run no longer chooses the CPU engine tier's configurations in `for name in ${CONFIGS:-...}`"
     listed = subprocess.run(["bash", "-c", loop.group(0) + ' echo "$name"; done'], capture_output=True, text=True,
                             env={"PATH": "/usr/bin:/bin"})

@@ -46,7 +46,7 @@ def vllm_copy(tmp_path):
 
 @pytest.mark.parametrize("name", ["graphs-drop-media", "compiled-only", "projector:qwen2_vl", "slow-processor:qwen2_vl",
                                   "slow-render:qwen2_vl", "lora-skips-language-model:llava", "video-frames:qwen2_vl",
-                                  "image-size-swapped", "merge-size-confused"])
+                                  "image-size-swapped", "merge-size-confused", "mrope-merge-confused"])
 def test_a_plant_edits_the_reference_vllms_line_into_valid_python_and_undo_restores_it(vllm_copy, name):
     files = {p: p.read_text() for p in vllm_copy.parent.parent.rglob("*.py")}
     plant.plant(name, vllm_copy)

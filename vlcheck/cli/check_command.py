@@ -265,6 +265,7 @@ def _catalogue() -> dict:
 
 
 def register(sub, common) -> None:
+    from vlcheck.configurations.registry import names_for_help
     from vlcheck.engine.engines import WEIGHTS, WEIGHTS_HELP
 
     p = sub.add_parser("check", parents=common,
@@ -286,10 +287,7 @@ def register(sub, common) -> None:
     p.add_argument("--weights", choices=WEIGHTS, default="auto", help="with --gpu: " + WEIGHTS_HELP)
     p.add_argument("--config", action="append", default=[], metavar="NAME",
                    help="with --cpu-engine or --gpu: also these engine configurations, a cell each per family "
-                        "(`cpu_engine.NAME`, `engine.NAME`; repeatable): defaults, chunked, prefix, load, long, "
-                        "video_file, lora, lora_tower, spec_ngram, the quantized checkpoints quant_w4a16, quant_w4a16_asym, "
-                        "quant_w8a8, quant_fp8_dynamic; on GPUs also quant_w8a16, defaults_v2, compiled, fp8, pp2, tp2 and encoder_dp "
-                        "(2 GPUs), tp4, encoder_dp4 and pp2_tp2 (4 GPUs); all; or serve:FLAGS (your `vllm serve` "
+                        f"(`cpu_engine.NAME`, `engine.NAME`; repeatable): {names_for_help()}; all; or serve:FLAGS (your `vllm serve` "
                         "flags on the synthetic checkpoint); NAME@WHERE: on those families or family-configs only "
                         "(`lora@qwen2_vl-single,llava`); each against the eager goldens within measured noise, "
                         "with proof that its path ran (docs/configurations.md)")

@@ -18,6 +18,7 @@ MEASURED_BY = {"load": "vlcheck.configurations.load", "video_file": "vlcheck.con
                "long": "vlcheck.configurations.long_prompts", "fp8": "vlcheck.configurations.quantized",
                **dict.fromkeys(("tp2", "encoder_dp", "tp4", "encoder_dp4", "pp2_tp2"), "vlcheck.configurations.sharded"),
                "defaults": "vlcheck.configurations.vllm_defaults", "defaults_v2": "vlcheck.configurations.vllm_defaults",
+               "confusable_build": "vlcheck.configurations.confusable_build",
                "lora": "vlcheck.configurations.lora", "lora_tower": "vlcheck.configurations.lora", "spec_ngram": "vlcheck.configurations.speculative",
                **{f"quant_{name}": "vlcheck.configurations.quantized" for name in FORMATS}}
 """The configurations with a module of their own; every other one (chunked, prefix, compiled, pp2,

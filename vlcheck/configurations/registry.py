@@ -81,7 +81,8 @@ class Configuration:
     checkpoint: str = "default"
     """`default`; `layer_pattern`: the synthetic checkpoint keeps the real model's attention layer
     pattern (sliding and full layers) instead of its first entries; `tp_ready`: its heads split over
-    tensor-parallel ranks (`engine.tensor_parallel`), held to TP=1 on the same checkpoint."""
+    tensor-parallel ranks (`engine.tensor_parallel`), held to TP=1 on the same checkpoint; `confusable`:
+    the spec's second build (`[synthetic.confusable]`); `quant:FORMAT`: the seeded checkpoint quantized."""
     gpus: int = 1
     """GPUs one engine of this configuration takes (scripts/gpu-tier.sh gives a family-config as many)."""
     serve_line: str | None = None
@@ -166,6 +167,12 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
         "the server decoded the file into the frames it reports (placeholder tokens of the video)",
         served=True),
     Configuration(
+        "confusable_build", "the family's second synthetic build ([synthetic.confusable]: config fields that default to "
+        "one value made to differ, Qwen-VL's temporal_patch_size 3 against merge_size 2) with seeded weights, held to "
+        "transformers on the same build",
+        "the engine's model config holds the build's overridden fields (read from the engine that answered)",
+        checkpoint="confusable"),
+    Configuration(
         "compiled", "vLLM's default engine: torch.compile and CUDA graphs (enforce_eager off)",
         "the engine's log says CUDA graphs were captured",
         {"enforce_eager": False}, platforms=("gpu",)),
@@ -224,6 +231,14 @@ CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in (
 )}
 
 DEFAULT = EAGER.name
+
+
+def names_for_help() -> str:
+    """The configurations by where they run, for help texts: read from the registry, so a new one is listed."""
+    anywhere = [c.name for c in CONFIGURATIONS.values() if not c.is_default and "cpu" in c.platforms]
+    gpus_only = [c.name + (f" ({c.gpus} GPUs)" if c.gpus > 1 else "") for c in CONFIGURATIONS.values()
+                 if "cpu" not in c.platforms]
+    return f"{', '.join(anywhere)}; on GPUs also {', '.join(gpus_only)}"
 
 
 class UnknownConfiguration(KeyError):

@@ -183,6 +183,15 @@ def _entries(err: BaseException) -> list[tuple[Any, int]]:
     return out
 
 
+def root_cause(err: BaseException) -> BaseException:
+    """vLLM wraps processor errors ("Failed to apply X on data={...}"): the innermost one says why."""
+    seen = set()
+    while (err.__cause__ or err.__context__) is not None and id(err) not in seen:
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return err
+
+
 def _chain(err: BaseException) -> list[tuple[Any, int]]:
     """(frame, line) of `err`'s traceback, outermost first, continued into the exceptions it wraps
     (`frames_of` says which)."""

@@ -255,11 +255,15 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
     checkpoint's tensor-parallel-ready build (`synthetic.checkpoint_dir`). `checkpoint`: `default`,
     or `layer_pattern` (a configuration's `checkpoint`): the synthetic build that keeps the real
     attention layer pattern with a small window, never real weights (their windows are thousands
-    of tokens); `quant:FORMAT`: the seeded checkpoint in a quantized format. On the `cpu` platform "auto" never picks real weights (a real VLM on 2 cores is not a test)."""
+    of tokens); `quant:FORMAT`: the seeded checkpoint in a quantized format; `confusable`: the seeded
+    checkpoint of the spec's second build (`[synthetic.confusable]`). On the `cpu` platform "auto" never
+    picks real weights (a real VLM on 2 cores is not a test)."""
     quantized = checkpoint.removeprefix(QUANTIZED_PREFIX) if checkpoint.startswith(QUANTIZED_PREFIX) else None
-    if checkpoint not in ("default", "layer_pattern", "tp_ready") and quantized is None:
-        raise ValueError(f"checkpoint {checkpoint!r}: `default`, `layer_pattern`, `tp_ready` or `quant:FORMAT`")
+    if checkpoint not in ("default", "layer_pattern", "tp_ready", "confusable") and quantized is None:
+        raise ValueError(f"checkpoint {checkpoint!r}: `default`, `layer_pattern`, `tp_ready`, `confusable` or `quant:FORMAT`")
     layer_pattern = checkpoint == "layer_pattern"
+    if checkpoint == "confusable":
+        spec, variant, weights = *_confusable(spec, variant, weights), "seeded"
     if quantized is not None:
         if weights == "real":
             raise EngineUnavailable(f"{spec.name}: the {quantized} checkpoint is written over the seeded weights, and "
@@ -299,6 +303,17 @@ def engine_args(spec: FamilySpec, variant: Variant, weights: str, heads: int | N
 
         args["block_size"] = cpu_kv_block_size(int(overrides["block_size"]))
     return args, used, local
+
+
+def _confusable(spec: FamilySpec, variant: Variant, weights: str) -> tuple[FamilySpec, Variant]:
+    """The family-config as its second build (`schema.confusable_spec`); a skip where it has none."""
+    from vlcheck.spec.schema import confusable_spec
+
+    if weights == "real":
+        raise EngineUnavailable(f"{spec.name}: the confusable build is synthetic, and --vlcheck-weights is real", True)
+    if spec.synthetic is None or spec.synthetic.confusable is None:
+        raise EngineUnavailable(f"{spec.name}: its spec has no [synthetic.confusable] build", True)
+    return confusable_spec(spec, variant)
 
 
 def _quantized_checkpoint(spec: FamilySpec, variant: Variant, seeded: str, fmt: str) -> str:
@@ -469,7 +484,7 @@ class EngineCache:
                     raise EngineUnavailable(self.cannot_run_here[key], True) from err
                 self.failures[key] = (f"{spec.name}: the engine failed to start after {time.perf_counter() - start:.0f} s"
                                       f"{f' ({attempt + 1} tries: the first lost a port race)' if attempt else ''}: "
-                                      f"{type(err).__name__}: {str(err)[:2000]}{words}")
+                                      f"{start_failure(err)}{words}")
                 raise EngineUnavailable(self.failures[key], False) from err
 
     def remember_eager(self, spec: FamilySpec, variant: Variant, handle: EngineHandle) -> None:
@@ -492,6 +507,16 @@ class EngineCache:
         del handle
         gc.collect()
         adapter.release_engine_memory()
+
+
+def start_failure(err: BaseException) -> str:
+    """An engine start's exception in words, its root cause first where vLLM wrapped one: "Failed to
+    apply Glm4vProcessor on data={...}" is 2,000 characters of pixel arrays before the reason."""
+    from vlcheck.core.results import root_cause
+
+    root = root_cause(err)
+    said = f"{type(err).__name__}: {str(err)[:2000]}"
+    return said if root is err else f"{type(root).__name__}: {str(root)[:500]} (raised as {said})"
 
 
 def _refuse_declared_in_process(spec: FamilySpec, variant: Variant, platform: str, in_process_core: bool) -> None:

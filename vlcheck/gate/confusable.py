@@ -10,21 +10,11 @@ do not carry over: the build is checked plainly, and only `deviations.confusable
 
 from __future__ import annotations
 
-import dataclasses
-
 from vlcheck.core.results import CheckResult, Status, declared_deviation
 from vlcheck.spec.models import local_dir
-from vlcheck.spec.schema import FamilySpec, Variant
+from vlcheck.spec.schema import FamilySpec, Variant, confusable_spec
 
 CHECK = "confusable"
-
-
-def confusable_spec(spec: FamilySpec, variant: Variant) -> tuple[FamilySpec, Variant]:
-    """The family with its confusable build as its recipe, and the variant with no declarations
-    (each measured on the default build)."""
-    recipe = spec.synthetic.confusable_build()
-    plain = dataclasses.replace(variant, deviations={})
-    return dataclasses.replace(spec, synthetic=recipe, **{variant.kind: plain}), plain
 
 
 def confusable_check(spec: FamilySpec, variant: Variant) -> CheckResult:

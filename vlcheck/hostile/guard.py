@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Any, Callable
 
+from vlcheck.core.results import root_cause
+
 GIB = 1 << 30
 
 
@@ -41,15 +43,6 @@ class ChildError(Exception):
         """Whose code raised it (`core.results.raised_by`): `vlcheck` means a crash of vlcheck, not an outcome."""
         self.frames = list(frames or [])
         """Where the child raised it (`core.results.frames_of`, measured in the child: its traceback stays there)."""
-
-
-def root_cause(err: BaseException) -> BaseException:
-    """vLLM wraps processor errors ("Failed to apply X on data={...}"): the innermost one says why."""
-    seen = set()
-    while (err.__cause__ or err.__context__) is not None and id(err) not in seen:
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return err
 
 
 def guarded(fn: Callable[[], Any], timeout_s: int, memory_gb: int) -> Any:

@@ -19,9 +19,9 @@ from functools import partial
 from typing import Any, Callable
 
 from vlcheck.core import media
-from vlcheck.core.results import NOT_APPLIED, CheckResult, Status, SuiteError, frames_of, from_exception
+from vlcheck.core.results import NOT_APPLIED, CheckResult, Status, SuiteError, frames_of, from_exception, root_cause
 from vlcheck.core.versions import describe
-from vlcheck.hostile.guard import ChildError, Hang, OverMemory, guarded_calls, root_cause
+from vlcheck.hostile.guard import ChildError, Hang, OverMemory, guarded_calls
 from vlcheck.spec.hostile_cases import CASES, Case
 from vlcheck.spec.schema import Variant
 

@@ -11,6 +11,7 @@
     vlcheck plant video-frames:qwen2_vl  # one video loader takes the frame after each it should
     vlcheck plant image-size-swapped    # vLLM's own reading of an image's size gives (height, width)
     vlcheck plant merge-size-confused   # Qwen2-VL's prompt updates read temporal_patch_size for merge_size
+    vlcheck plant mrope-merge-confused  # Qwen2-VL's M-RoPE grid reads temporal_patch_size for merge_size
     vlcheck plant --undo                # restore every planted file
     vlcheck plant --list
 
@@ -53,6 +54,9 @@ longer has that line: the plants are written against vLLM 0.24.0 (the reference)
 - `merge-size-confused`: Qwen2-VL's multimodal processor counts an item's tokens with
   `temporal_patch_size` where `merge_size` belongs: the class of "code that reads one config field for
   another", which every checkpoint with both at their default 2 hides. Only `confusable` can catch it.
+- `mrope-merge-confused`: Qwen2-VL's model computes each image's and video's M-RoPE grid with
+  `temporal_patch_size` where `spatial_merge_size` belongs: the same class on the engine's path (the
+  prompt's token counts stay right, its positions do not). Only `confusable_build` can catch it.
 """
 
 from __future__ import annotations
@@ -149,6 +153,11 @@ IMAGE_SIZE_SWAPPED = ("multimodal/parse.py", "            return ImageSize(*imag
 
 MERGE_SIZE_CONFUSED = ("qwen2_vl.py", "        merge_length = image_processor.merge_size**2\n",
                        "        merge_length = image_processor.temporal_patch_size**2  # vlcheck plant: merge size confused\n")
+MROPE_MERGE_CONFUSED = ("qwen2_vl.py", "        spatial_merge_size = self.config.vision_config.spatial_merge_size\n",
+                        "        spatial_merge_size = self.config.vision_config.temporal_patch_size  # vlcheck plant: M-RoPE grid\n")
+ONE_LINE = {"merge-size-confused": MERGE_SIZE_CONFUSED, "mrope-merge-confused": MROPE_MERGE_CONFUSED,
+            "compiled-only": COMPILED_ONLY}
+"""The plants that edit one line of a model file (`models/`)."""
 
 
 class PlantError(RuntimeError):
@@ -208,12 +217,8 @@ def plant(name: str, models: Path) -> None:
         file, old, new = IMAGE_SIZE_SWAPPED
         edit(models.parent.parent / file, old, new)
         return
-    if name == "merge-size-confused":
-        file, old, new = MERGE_SIZE_CONFUSED
-        edit(models / file, old, new)
-        return
-    if name == "compiled-only":
-        file, old, new = COMPILED_ONLY
+    if name in ONE_LINE:
+        file, old, new = ONE_LINE[name]
         edit(models / file, old, new)
         return
     kind, _, family = name.partition(":")
@@ -264,4 +269,4 @@ def listing() -> list[str]:
                f"lora-skips-language-model:FAMILY  ({LORA_SKIP[0]})",
                f"quant-ignore-unmapped:FAMILY  ({', '.join(f for f, _, _ in QUANT_IGNORE_UNMAPPED)})",
                f"video-frames:LOADER  ({VIDEO_FRAMES[0]})", f"image-size-swapped  ({IMAGE_SIZE_SWAPPED[0]})",
-               f"merge-size-confused  ({MERGE_SIZE_CONFUSED[0]})"])
+               f"merge-size-confused  ({MERGE_SIZE_CONFUSED[0]})", f"mrope-merge-confused  ({MROPE_MERGE_CONFUSED[0]})"])

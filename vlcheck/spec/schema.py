@@ -16,13 +16,13 @@ from typing import Any, Literal
 MODALITIES: tuple[str, ...] = ("image", "video")
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
                            "reference", "vllm_reference", "placement", "tiling", "confusable", "served", "video_loaders", "cpu_engine",
-                           "defaults", "defaults_v2", "chunked", "prefix", "load", "long", "video_file", "compiled", "fp8",
-                           "quant_w4a16", "quant_w4a16_asym", "quant_w8a16", "quant_w8a8", "quant_fp8_dynamic", "lora",
+                           "defaults", "defaults_v2", "chunked", "prefix", "load", "long", "video_file", "confusable_build",
+                           "compiled", "fp8", "quant_w4a16", "quant_w4a16_asym", "quant_w8a16", "quant_w8a8", "quant_fp8_dynamic", "lora",
                            "lora_tower", "spec_ngram", "pp2", "tp2", "encoder_dp", "tp4", "encoder_dp4", "pp2_tp2")
 """The per-family checks a spec may declare a deviation for (`reference`: the transformers reference
 on CPU; `vllm_reference`: vLLM against it on the GPU tier; `served`: the example's chat request
 rendered by vLLM's server against the example's own prompt offline, that comparison only; `chunked`,
-`prefix`, `load`, `long`, `video_file`, `compiled`, `fp8`, `quant_*` (the quantized checkpoint formats), `lora`, `lora_tower`, `spec_ngram`, `pp2`, `tp2`, `encoder_dp`, `tp4`, `encoder_dp4`, `pp2_tp2`: that engine
+`prefix`, `load`, `long`, `video_file`, `confusable_build`, `compiled`, `fp8`, `quant_*` (the quantized checkpoint formats), `lora`, `lora_tower`, `spec_ngram`, `pp2`, `tp2`, `encoder_dp`, `tp4`, `encoder_dp4`, `pp2_tp2`: that engine
 configuration's cell, vlcheck/configurations/, its engine's start included)."""
 
 # Slots a prompt template or message content may use. `{placeholder}` is replaced by the
@@ -547,3 +547,14 @@ class FamilySpec:
 def config_id(family: FamilySpec, variant: Variant) -> str:
     """A family-config's test id, which also names its snapshot and golden files."""
     return f"{family.name}-{variant.kind}"
+
+
+def confusable_spec(spec: FamilySpec, variant: Variant) -> tuple[FamilySpec, Variant]:
+    """The family with its confusable build (`Recipe.confusable_build`) as its recipe, and the variant
+    with no declarations (each was measured on the default build). Raises ValueError without one."""
+    import dataclasses
+
+    if spec.synthetic is None:
+        raise ValueError(f"{spec.name}: no [synthetic] recipe")
+    plain = dataclasses.replace(variant, deviations={})
+    return dataclasses.replace(spec, synthetic=spec.synthetic.confusable_build(), **{variant.kind: plain}), plain
