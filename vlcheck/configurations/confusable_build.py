@@ -22,18 +22,13 @@ from functools import reduce
 from vlcheck.configurations.offline import generation, sees_media
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import Configuration
+from vlcheck.gate.confusable import why_no_second_build
 from vlcheck.numerics import reference
-from vlcheck.spec.models import local_dir
 from vlcheck.spec.schema import FamilySpec, Variant, confusable_spec
 
 
 def applies(spec: FamilySpec, variant: Variant, config: Configuration | None = None) -> str | None:
-    if local_dir(variant.model) is not None:
-        return "a model folder of your own: its config is its own, there is no second build"
-    if spec.synthetic is None or spec.synthetic.confusable is None:
-        return (f"{spec.name}'s spec has no [synthetic.confusable] build (no two config fields that default to "
-                "one value are known to be confused)")
-    return None
+    return why_no_second_build(spec, variant)
 
 
 def measure(spec: FamilySpec, variant: Variant, handle, config: Configuration) -> Measured:

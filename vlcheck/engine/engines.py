@@ -311,9 +311,10 @@ def _confusable(spec: FamilySpec, variant: Variant, weights: str) -> tuple[Famil
 
     if weights == "real":
         raise EngineUnavailable(f"{spec.name}: the confusable build is synthetic, and --vlcheck-weights is real", True)
-    if spec.synthetic is None or spec.synthetic.confusable is None:
-        raise EngineUnavailable(f"{spec.name}: its spec has no [synthetic.confusable] build", True)
-    return confusable_spec(spec, variant)
+    try:
+        return confusable_spec(spec, variant)
+    except ValueError as err:
+        raise EngineUnavailable(str(err), True) from None
 
 
 def _quantized_checkpoint(spec: FamilySpec, variant: Variant, seeded: str, fmt: str) -> str:

@@ -17,6 +17,16 @@ from vlcheck.spec.schema import FamilySpec, Variant, confusable_spec
 CHECK = "confusable"
 
 
+def why_no_second_build(spec: FamilySpec, variant: Variant) -> str | None:
+    """Why the family-config has no confusable build (this check's skip, and `confusable_build`'s), or None."""
+    if local_dir(variant.model) is not None:
+        return "a model folder of your own: its config is its own"
+    if spec.synthetic is None or spec.synthetic.confusable is None:
+        return (f"{spec.name}: its spec has no [synthetic.confusable] build (no two config fields that default to "
+                "one value are known to be confused)")
+    return None
+
+
 def confusable_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     """Fact `<variant>.confusable`: per check, its status and reason on the confusable build, then its
     facts' lines; fails where a check fails on that build, an error where one could not run."""
@@ -30,12 +40,9 @@ def confusable_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     on_the_build = {"processor": processor_check, "tiling": tiling_check, "placement": placement_check,
                     "video_loaders": video_loaders_check}
     where = f"[{variant.kind}]"
-    if local_dir(variant.model) is not None:
-        return CheckResult(spec.name, CHECK, Status.SKIP, f"{where} a model folder of your own: its config is its own")
-    if spec.synthetic is None or spec.synthetic.confusable is None:
-        return CheckResult(spec.name, CHECK, Status.SKIP,
-                           f"{where} {spec.name}: its spec has no [synthetic.confusable] build (no two config fields "
-                           "that default to one value are known to be confused)")
+    why = why_no_second_build(spec, variant)
+    if why:
+        return CheckResult(spec.name, CHECK, Status.SKIP, f"{where} {why}")
     built, plain = confusable_spec(spec, variant)
     lines, problems, errors, frames = [f"build: {spec.synthetic.confusable.reason}"], [], [], []
     ran = 0

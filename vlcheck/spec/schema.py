@@ -554,7 +554,7 @@ def confusable_spec(spec: FamilySpec, variant: Variant) -> tuple[FamilySpec, Var
     with no declarations (each was measured on the default build). Raises ValueError without one."""
     import dataclasses
 
-    if spec.synthetic is None:
-        raise ValueError(f"{spec.name}: no [synthetic] recipe")
+    if spec.synthetic is None or spec.synthetic.confusable is None:
+        raise ValueError(f"{spec.name}: its spec has no [synthetic.confusable] build")
     plain = dataclasses.replace(variant, deviations={})
     return dataclasses.replace(spec, synthetic=spec.synthetic.confusable_build(), **{variant.kind: plain}), plain
