@@ -22,9 +22,8 @@ from functools import reduce
 from vlcheck.configurations.offline import generation, sees_media
 from vlcheck.configurations.outcome import Measured
 from vlcheck.configurations.registry import Configuration
-from vlcheck.gate.confusable import why_no_second_build
 from vlcheck.numerics import reference
-from vlcheck.spec.schema import FamilySpec, Variant, confusable_spec
+from vlcheck.spec.schema import FamilySpec, Variant, confusable_spec, why_no_second_build
 
 
 def applies(spec: FamilySpec, variant: Variant, config: Configuration | None = None) -> str | None:

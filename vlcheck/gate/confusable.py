@@ -11,20 +11,9 @@ do not carry over: the build is checked plainly, and only `deviations.confusable
 from __future__ import annotations
 
 from vlcheck.core.results import CheckResult, Status, declared_deviation
-from vlcheck.spec.models import local_dir
-from vlcheck.spec.schema import FamilySpec, Variant, confusable_spec
+from vlcheck.spec.schema import FamilySpec, Variant, confusable_spec, why_no_second_build
 
 CHECK = "confusable"
-
-
-def why_no_second_build(spec: FamilySpec, variant: Variant) -> str | None:
-    """Why the family-config has no confusable build (this check's skip, and `confusable_build`'s), or None."""
-    if local_dir(variant.model) is not None:
-        return "a model folder of your own: its config is its own"
-    if spec.synthetic is None or spec.synthetic.confusable is None:
-        return (f"{spec.name}: its spec has no [synthetic.confusable] build (no two config fields that default to "
-                "one value are known to be confused)")
-    return None
 
 
 def confusable_check(spec: FamilySpec, variant: Variant) -> CheckResult:

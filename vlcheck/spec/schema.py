@@ -549,6 +549,18 @@ def config_id(family: FamilySpec, variant: Variant) -> str:
     return f"{family.name}-{variant.kind}"
 
 
+def why_no_second_build(spec: FamilySpec, variant: Variant) -> str | None:
+    """Why the family-config has no confusable build (this check's skip, and `confusable_build`'s), or None."""
+    from vlcheck.spec.models import local_dir
+
+    if local_dir(variant.model) is not None:
+        return "a model folder of your own: its config is its own"
+    if spec.synthetic is None or spec.synthetic.confusable is None:
+        return (f"{spec.name}: its spec has no [synthetic.confusable] build (no two config fields that default to "
+                "one value are known to be confused)")
+    return None
+
+
 def confusable_spec(spec: FamilySpec, variant: Variant) -> tuple[FamilySpec, Variant]:
     """The family with its confusable build (`Recipe.confusable_build`) as its recipe, and the variant
     with no declarations (each was measured on the default build). Raises ValueError without one."""
