@@ -61,4 +61,6 @@ def test_the_newer_examples_show_the_drift_the_issue_measured():
     multi = diff(newer / "vision_language_multi_image.py", families)
     assert any("example sends 12 images" in p for ps in multi.drifted.values() for p in ps)
     audio = diff(newer / "audio_language.py", families)
-    assert audio.kind == "audio" and "whisper" in audio.new
+    # every audio example has its spec's `audio` variant but voxtral's (the Mistral format: token ids from
+    # mistral_common, no prompt string), and each follows its example
+    assert audio.kind == "audio" and audio.new == ["voxtral"] and not audio.drifted and len(audio.unchanged) == 11

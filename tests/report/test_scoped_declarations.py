@@ -85,7 +85,8 @@ modalities = {modalities}
 
 
 @pytest.mark.parametrize("modalities, error", [
-    ('["audio"]', "deviations.vllm_reference.modalities: unknown modality 'audio'"),
+    ('["smell"]', "deviations.vllm_reference.modalities: unknown modality 'smell'"),
+    ('["audio"]', "deviations.vllm_reference.modalities: 'audio' is not a modality of this example (image)"),
     ('["video"]', "deviations.vllm_reference.modalities: 'video' is not a modality of this example (image)"),
 ])
 def test_a_declared_modality_must_exist_in_the_example(tmp_path, modalities, error):

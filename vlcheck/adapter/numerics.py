@@ -49,7 +49,7 @@ def hub_layout_tensors(model) -> dict[str, Any]:
 
     # save_pretrained reverts `_weight_conversions` when the model has them (as after
     # from_pretrained): give it the whole mapping, PrefixChange steps included.
-    conversions = get_model_conversion_mapping(model, add_legacy=False)
+    conversions = _first_per_source(get_model_conversion_mapping(model, add_legacy=False))
     for conversion in conversions:
         for op in getattr(conversion, "operations", ()):
             # A Transpose that checks shapes compares the tensor with the model's own parameter
@@ -64,6 +64,21 @@ def hub_layout_tensors(model) -> dict[str, Any]:
         for file in sorted(Path(tmp).glob("*.safetensors")):
             tensors.update(load_file(file))
     return tensors
+
+
+def _first_per_source(conversions: list) -> list:
+    """The mapping without a later renaming of the same source pattern: transformers 5.16.1 lists
+    Qwen2-Audio's `^language_model.model -> model.language_model` and then a generic
+    `^language_model.model -> language_model`; reversed on save, both apply, and the checkpoint got
+    `language_model.model.model.*`, which vLLM refuses (the Hub's is `language_model.model.*`)."""
+    seen, kept = set(), []
+    for conversion in conversions:
+        source = tuple(getattr(conversion, "source_patterns", ()) or ())
+        if source and source in seen:
+            continue
+        seen.add(source)
+        kept.append(conversion)
+    return kept
 
 
 @dataclass
@@ -141,13 +156,18 @@ def require_transformers_model(folder: str | Path, architecture: str) -> None:
 
 def hf_inputs(processor, prompt: str, modality: str, items: list, processor_kwargs: dict) -> dict:
     """The HF processor's model inputs for one prompt and its media (a batch of one), with the
-    example's mm_processor_kwargs as vLLM passes them. Videos given with metadata (the
+    example's mm_processor_kwargs as vLLM passes them. Audio clips are given at the feature
+    extractor's rate (the suite's clips are made at it, so vLLM does not resample them). Videos given with metadata (the
     examples' `(frames, metadata)` pairs) are not resampled, as vLLM does not resample them."""
-    if not hasattr(processor, f"{modality}_processor"):
+    takers = ("feature_extractor", "audio_processor") if modality == "audio" else (f"{modality}_processor",)
+    if not any(hasattr(processor, name) for name in takers):
         raise ValueError(f"{type(processor).__name__} has no {modality} processor: the media would be dropped")
     kwargs: dict[str, Any] = {"text": [prompt], "return_tensors": "pt", **processor_kwargs}
     if modality == "image":
         kwargs["images"] = list(items)
+    elif modality == "audio":  # (samples, rate) clips at the feature extractor's rate (media.AUDIO_RATE)
+        kwargs["audio"] = [samples for samples, _ in items]
+        kwargs["sampling_rate"] = items[0][1]
     else:
         clips = [item[0] if isinstance(item, tuple) else item for item in items]
         kwargs["videos"] = clips

@@ -115,7 +115,7 @@ def cmd_show(args) -> int:
     for variant in spec.variants:
         data[variant.kind]["gpus_needed"] = variant.gpus_needed
         data[variant.kind]["resolved_engine_args"] = {
-            m: variant.engine_args_for(m, variant.max_images or 1) for m in variant.modalities}
+            m: variant.engine_args_for(m, variant.most_items) for m in variant.modalities}
     print(json.dumps(data, indent=2, ensure_ascii=False))
     return 0
 

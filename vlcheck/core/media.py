@@ -1,4 +1,4 @@
-"""Test images and videos the suite generates itself: deterministic, nothing downloaded."""
+"""Test images, videos and audio clips the suite generates itself: deterministic, nothing downloaded."""
 
 from __future__ import annotations
 
@@ -43,9 +43,25 @@ def video_metadata(frames: int, fps: float = 2.0) -> dict[str, Any]:
             "frames_indices": list(range(frames)), "video_backend": "opencv", "do_sample_frames": False}
 
 
+AUDIO_RATE = 16000
+"""Hz: what the examples' clips are resampled to by most audio processors (Whisper's feature extractor)."""
+
+
+def audio(index: int = 0, seconds: float = 1.5, rate: int = AUDIO_RATE):
+    """A clip as the audio example passes it (`AudioAsset.audio_and_sample_rate`): (float32 samples,
+    rate). Two tones whose pitches depend on `index`, so different clips hash and sound differently."""
+    import numpy as np
+
+    t = np.arange(int(seconds * rate), dtype=np.float64) / rate
+    samples = 0.3 * np.sin(2 * np.pi * (220 + 37 * index) * t) + 0.2 * np.sin(2 * np.pi * (660 + 91 * index) * t)
+    return samples.astype(np.float32), rate
+
+
 def items(modality: str, count: int, with_metadata: bool = False, offset: int = 0) -> list[Any]:
     """`count` distinct items of a modality, as vLLM's multi_modal_data takes them."""
     if modality == "image":
         return [image(offset + i) for i in range(count)]
+    if modality == "audio":
+        return [audio(offset + i) for i in range(count)]
     clips = [video(offset + i) for i in range(count)]
     return [(clip, video_metadata(len(clip))) for clip in clips] if with_metadata else clips

@@ -45,7 +45,7 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     except Exception as err:  # noqa: BLE001 - the builder is vlcheck's: whatever it raises is an error, never a fail
         return crashed(spec.name, "processor", err, f"{where} {spec.name}: building the synthetic checkpoint failed:")
     problems, counts, frames = [], {}, []  # frames: where the first exception behind a problem was raised
-    top = variant.max_images or 1
+    top = variant.most_items
     for modality in variant.modalities:
         try:
             processor = adapter.create_processor(str(local), variant.engine_args_for(modality, top))
@@ -60,7 +60,7 @@ def processor_check(spec: FamilySpec, variant: Variant) -> CheckResult:
             continue
         for count in variant.item_counts():
             try:
-                prompt = example_prompt(spec, variant, modality, default_questions(variant, modality)[0], count)
+                prompt = example_prompt(spec, variant, modality, default_questions(variant, modality, count)[0], count)
             except TemplateUnavailable as err:
                 return template_unavailable(spec, "processor", variant, err)
             try:

@@ -68,7 +68,7 @@ def engine_args_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     allowed = adapter.engine_arg_values()
     problems = []
     for modality in variant.modalities:
-        args = variant.engine_args_for(modality, variant.max_images or 1)
+        args = variant.engine_args_for(modality, variant.most_items)
         for key, value in args.items():
             if key not in fields:
                 hint = migration_hint(key)
@@ -93,7 +93,7 @@ def engine_args_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     if problems:
         return declared_deviation(CheckResult(spec.name, "engine_args", Status.FAIL, f"{where} {spec.name}: {problems[0]}",
                                               problems), variant)
-    checked = {key for m in variant.modalities for key in variant.engine_args_for(m, variant.max_images or 1)}
+    checked = {key for m in variant.modalities for key in variant.engine_args_for(m, variant.most_items)}
     return CheckResult(spec.name, "engine_args", Status.PASS, f"{where} {len(checked)} args fit")
 
 

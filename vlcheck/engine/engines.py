@@ -224,7 +224,7 @@ def variant_engine_args(variant: Variant) -> dict[str, Any]:
     args: dict[str, Any] = {}
     limits: dict[str, int] = {}
     for modality in variant.modalities:
-        one = variant.engine_args_for(modality, variant.max_images or 1)
+        one = variant.engine_args_for(modality, variant.most_items)
         limits.update(one.pop("limit_mm_per_prompt", None) or {})
         for key, value in one.items():  # e.g. a longer max_model_len for video: keep the larger
             args[key] = max(args[key], value) if key == "max_model_len" and key in args else value

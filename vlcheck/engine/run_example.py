@@ -94,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
             from vlcheck.adapter import lora_request
 
             lora = [lora_request(variant.lora.name, variant.lora.id,
-                                 f"{handle.model_dir}/{variant.lora.path_in_snapshot}")] * args.num_prompts
+                                 variant.lora.path(handle.model_dir))] * args.num_prompts
         elif variant.lora:
             print(f"note: the example's LoRA {variant.lora.name!r} needs the real snapshot; not applied")
 

@@ -34,6 +34,8 @@ def _model_path(variant: Variant) -> str:
 
 
 def _call(variant: Variant, modality: str, questions, count: int) -> seeds.ExampleRun:
+    if variant.kind == "audio":
+        return seeds.run_example(variant.source.seed, variant.source.function, questions[0], count)
     if variant.kind == "multi_image":
         urls = [media_url("image", i) for i in range(1, count + 1)]
         return seeds.run_example(variant.source.seed, variant.source.function, questions[0], urls)
@@ -42,8 +44,8 @@ def _call(variant: Variant, modality: str, questions, count: int) -> seeds.Examp
 
 def seed_modalities(variant: Variant) -> set[str]:
     """The modalities the example function accepts (it raises for the others)."""
-    if variant.kind == "multi_image":
-        return {"image"}
+    if variant.kind in ("multi_image", "audio"):
+        return {"image" if variant.kind == "multi_image" else "audio"}
     accepted = set()
     for modality in MODALITIES:
         try:
@@ -69,12 +71,32 @@ def compare(spec: FamilySpec, variant: Variant) -> list[str]:
         urls = seeds.load_seed(variant.source.seed).get("IMAGE_URLS", [])
         if variant.max_images != len(urls):
             problems.append(f"{where}: max_images {variant.max_images}, example sends {len(urls)} images")
+    if variant.kind == "audio":
+        problems += _compare_audio_count(variant, where)
     for modality in sorted(accepted & set(variant.modalities)):
-        questions = default_questions(variant, modality)
         for count in variant.item_counts():
+            questions = default_questions(variant, modality, count)
             run = _call(variant, modality, questions, count)
             problems += _compare_run(spec, variant, modality, questions, count, run, f"{where} ({modality} x{count})")
     return problems
+
+
+def _compare_audio_count(variant: Variant, where: str) -> list[str]:
+    """max_audios: the example runs with that many clips and, below the script's most
+    (`--num-audios` choices), refuses one more (Whisper asserts a single clip)."""
+    most = max(seeds.load_seed(variant.source.seed).get("question_per_audio_count", {1: None}))
+    try:
+        _call(variant, "audio", ["q"], variant.max_audios)
+    except Exception as err:  # noqa: BLE001 - the example's own refusal, whatever it raises
+        return [f"{where}: max_audios {variant.max_audios}: the example refuses it ({type(err).__name__}: {err})"]
+    if variant.max_audios >= most:
+        return [] if variant.max_audios == most else [f"{where}: max_audios {variant.max_audios}, the script sends "
+                                                       f"at most {most}"]
+    try:
+        _call(variant, "audio", ["q"], variant.max_audios + 1)
+    except Exception:  # noqa: BLE001
+        return []
+    return [f"{where}: max_audios {variant.max_audios}, but the example takes {variant.max_audios + 1} clips too"]
 
 
 def _compare_run(spec, variant, modality, questions, count, run: seeds.ExampleRun, where: str) -> list[str]:
@@ -125,7 +147,7 @@ def _compare_run(spec, variant, modality, questions, count, run: seeds.ExampleRu
     if (sampling[0] if sampling else None) != variant.sampling:
         problems.append(f"{where}: sampling: spec {variant.sampling!r} != example {sampling[0] if sampling else None!r}")
     lora = [c.args for c in run.lora_requests] if run.lora_requests else None
-    want_lora = ([(variant.lora.name, variant.lora.id, f"{_model_path(variant)}/{variant.lora.path_in_snapshot}")]
+    want_lora = ([(variant.lora.name, variant.lora.id, variant.lora.path(_model_path(variant)))]
                  if variant.lora else None)
     if lora != want_lora:
         problems.append(f"{where}: lora: spec {want_lora!r} != example {lora!r}")

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vlcheck.examples import seeds
-
-KINDS = ("single", "multi_image", "audio")
+from vlcheck.spec.schema import KINDS
 
 
 def kind_of(script: Path) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from vlcheck.core.results import frame_text, frames_text
 from vlcheck.gate.measured import mask
 from vlcheck.gate.root_errors import ImportRoot, ImportTimeRoot, importer, root_of
+from vlcheck.spec.schema import KINDS
 
 ROOTS = (
     ("architecture", re.compile(r"is not a supported architecture"), "vllm",
@@ -31,10 +32,10 @@ _RAISED = re.compile(r"\b(vllm|transformers|tokenizers|torch)\b raised")
 _HTTP = re.compile(r"\banswered (5\d\d)\b|\bHTTP (5\d\d)\b|\b(5\d\d) Internal Server Error")
 _SERVED = re.compile(r"\bserved vs offline\b|\bchat request was rejected: 4\d\d\b")
 _NUMBER = re.compile(r"\d+")
-_KIND = re.compile(r"\[(single|multi_image)[^\]]*\]\s*")
+_KIND = re.compile(rf"\[({'|'.join(KINDS)})[^\]]*\]\s*")
 _QUOTED_PATH = re.compile(r"(/[\w.+-]+){2,}")
 _HEX = re.compile(r"\b[0-9a-f]{16,}\b")
-_KIND_WORD = re.compile(r"\b(single|multi_image)\b")
+_KIND_WORD = re.compile(rf"\b({'|'.join(KINDS)})\b")
 _LEADING_FAMILY = re.compile(r"^<family>:\s*")
 OWNERS = ("vllm", "transformers", "tokenizers")
 """Whose a frame is: a library's own dependencies (torch, PIL, huggingface_hub) count as the

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from vlcheck.core.results import (CheckResult, Status, combine, crashed, declared_deviation)
-from vlcheck.spec.schema import FamilySpec, Variant
+from vlcheck.spec.schema import MODALITIES, VISUAL, FamilySpec, Variant, not_sent
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,17 @@ class Check:
     in another order); None: exact."""
     engine_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
     """With `engine`: what its engine is started with over the test engine's args (a configuration's)."""
+    modalities: tuple[str, ...] = VISUAL
+    """The modalities its run sends: a family-config taking none of them (an `audio` example, for a
+    check that sends images and video) is a skip saying so, never run."""
 
 
 def run_variant(check: Check, spec: FamilySpec, variant: Variant, engine=None) -> CheckResult:
     """One family-config's result, read against the variant's declarations. An exception escaping
     the check is vlcheck's crash: `error`, never `fail`."""
+    why_not = not_sent(check.modalities, variant)
+    if why_not:
+        return CheckResult(spec.name, check.name, Status.SKIP, f"[{variant.kind}] {why_not}")
     try:
         result = check.run(spec, variant, engine) if check.engine else check.run(spec, variant)
     except Exception as err:  # noqa: BLE001 - an escaped exception is by contract vlcheck's: error
@@ -170,22 +176,30 @@ def code_of(fn: Callable) -> tuple[str, str]:
 CATALOGUE: dict[str, Check] = {c.name: c for c in (
     Check("spec", None, "tests/prompt_format/test_specs_match_seeds.py::test_spec_matches_example",
           per_family=check_spec),
-    Check("engine_args", _lazy("vlcheck.cpu.vllm_checks:engine_args_check"), "tests/vllm_cpu/test_engine_args.py::test_engine_args_are_accepted"),
-    Check("architecture", _lazy("vlcheck.cpu.vllm_checks:architecture_check"), "tests/vllm_cpu/test_architecture.py::test_architecture_is_served"),
-    Check("template", _lazy("vlcheck.prompt.conformance:template_conformance"), "tests/prompt_format/test_hub_conformance.py::test_hand_prompt_matches_chat_template"),
-    Check("stops", _lazy("vlcheck.prompt.conformance:stop_conformance"), "tests/prompt_format/test_hub_conformance.py::test_stop_tokens_resolve"),
-    Check("processor", _lazy("vlcheck.cpu.processor_check:processor_check"), "tests/vllm_cpu/test_processor.py::test_processor_expands_every_item"),
+    Check("engine_args", _lazy("vlcheck.cpu.vllm_checks:engine_args_check"), "tests/vllm_cpu/test_engine_args.py::test_engine_args_are_accepted",
+          modalities=MODALITIES),
+    Check("architecture", _lazy("vlcheck.cpu.vllm_checks:architecture_check"), "tests/vllm_cpu/test_architecture.py::test_architecture_is_served",
+          modalities=MODALITIES),
+    Check("template", _lazy("vlcheck.prompt.conformance:template_conformance"), "tests/prompt_format/test_hub_conformance.py::test_hand_prompt_matches_chat_template",
+          modalities=MODALITIES),
+    Check("stops", _lazy("vlcheck.prompt.conformance:stop_conformance"), "tests/prompt_format/test_hub_conformance.py::test_stop_tokens_resolve",
+          modalities=MODALITIES),
+    Check("processor", _lazy("vlcheck.cpu.processor_check:processor_check"), "tests/vllm_cpu/test_processor.py::test_processor_expands_every_item",
+          modalities=MODALITIES),
     Check("fingerprints", _lazy("vlcheck.numerics.fingerprint:fingerprints_check"), "tests/numerics/test_fingerprints.py::test_processor_fingerprints",
           declared_as="processor"),
     Check("placement", _lazy("vlcheck.hostile.placement:placement_check"), "tests/numerics/test_placement.py::test_features_land_where_the_template_put_them"),
     Check("tiling", _lazy("vlcheck.cpu.tiling:tiling_check"), "tests/vllm_cpu/test_tiling.py::test_images_that_tile_take_every_path_alike"),
     Check("confusable", _lazy("vlcheck.gate.confusable:confusable_check"),
           "tests/vllm_cpu/test_confusable.py::test_the_checks_hold_on_a_build_that_tells_fields_apart"),
-    Check("hostile", _lazy("vlcheck.hostile.inputs:hostile_check"), "tests/hostile_inputs/test_hostile_cpu.py::test_hostile_inputs_on_cpu"),
+    Check("hostile", _lazy("vlcheck.hostile.inputs:hostile_check"), "tests/hostile_inputs/test_hostile_cpu.py::test_hostile_inputs_on_cpu",
+          modalities=MODALITIES),
     Check("reference", _lazy("vlcheck.numerics.reference:reference_check"), "tests/numerics/test_cpu_reference.py::test_transformers_reference",
-          tolerance=1e-3),
+          tolerance=1e-3,
+          modalities=MODALITIES),
     Check("served", _lazy("vlcheck.served.checks:served_check"), "tests/served/test_served.py::test_served_render",
-          informational=("served_document", "served_bad_request_lines")),
+          informational=("served_document", "served_bad_request_lines"),
+          modalities=MODALITIES),
     Check("video_loaders", _lazy("vlcheck.cpu.video_loaders:video_loaders_check"),
           "tests/vllm_cpu/test_video_loaders.py::test_video_loaders_decode_the_files_truth"),
 )}
@@ -324,7 +338,8 @@ def _engine_informational() -> tuple[str, ...]:
 
 CPU_ENGINE_CATALOGUE: dict[str, Check] = {c.name: c for c in (
     Check("cpu_engine", _cpu_engine, "vlcheck/runners/tier/engine/test_engine_facts.py::test_engine_facts_as_reported",
-          informational=_engine_informational(), engine=True),
+          informational=_engine_informational(), engine=True,
+          modalities=MODALITIES),
 )}
 """The engine tier on vLLM's CPU build as one cell (`vlcheck check --cpu-engine`): generation, goldens,
 vLLM against transformers, input sensitivity and cache hits on one float32 engine per family-config,
@@ -339,7 +354,7 @@ def configuration_check(config, platform: str) -> Check:
 
     return Check(config.check_name(platform), functools.partial(run, config),
                  "vlcheck/runners/tier/engine/test_configurations.py::test_configuration", informational=INFORMATIONAL,
-                 engine=True, engine_overrides=engine_overrides(config, platform))
+                 engine=True, engine_overrides=engine_overrides(config, platform), modalities=MODALITIES)
 
 
 def configuration_checks(names: list[str], platform: str) -> dict[str, Check]:

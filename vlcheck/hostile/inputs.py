@@ -123,7 +123,7 @@ def case_requests(spec, variant: Variant):
     modality = variant.primary_modality
     default_question = default_questions(variant, modality)[0]
     prompt_for(spec, variant, modality, default_question, 1)
-    for case in CASES:
+    for case in (c for c in CASES if c.applies_to(variant)):
         question = case.question(variant, modality) if case.question else default_question
         data = case.data(variant, modality) if case.data else (modality, media.items(modality, 1)[0], 1)
         if data is None:
@@ -151,7 +151,7 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
 
     local = model_files(spec, variant)
     modality = variant.primary_modality
-    args = variant.engine_args_for(modality, variant.max_images or 1)
+    args = variant.engine_args_for(modality, variant.most_items)
     max_len = args.get("max_model_len")
     example = (prompt_for(spec, variant, modality, default_questions(variant, modality)[0], 1),
                {modality: media.items(modality, 1)[0]})
@@ -159,7 +159,7 @@ def run_cpu(spec, variant: Variant) -> list[Outcome]:
 
     def processor(m: str, cached: bool):
         if (m, cached) not in processors:
-            extra = variant.engine_args_for(m, variant.max_images or 1) if m in variant.modalities else {
+            extra = variant.engine_args_for(m, variant.most_items) if m in variant.modalities else {
                 **args, "limit_mm_per_prompt": {**(args.get("limit_mm_per_prompt") or {}), m: 1}}
             processors[m, cached] = _warmed_up(adapter.create_processor(str(local), extra, cached=cached), example)
         return processors[m, cached]

@@ -19,7 +19,7 @@ float32 summation order on another CPU does not move them."""
 
 def shapes(variant: Variant) -> list[tuple[str, int]]:
     """(modality, item count) of each request: one item, and the most a multi-image example sends."""
-    counts = sorted({1, variant.max_images or 1})
+    counts = sorted({1, variant.most_items})
     return [(m, c) for m in variant.modalities for c in counts]
 
 

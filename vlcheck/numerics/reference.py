@@ -55,16 +55,19 @@ class Request:
 def _item(variant: Variant, modality: str, index: int):
     if modality == "image":
         return media.image(index, media.IMAGE_SIZES[0])
+    if modality == "audio":
+        return media.audio(index)
     clip = media.video(index)
     return (clip, media.video_metadata(len(clip))) if variant.modalities[modality].video_metadata else clip
 
 
 def requests(spec: FamilySpec, variant: Variant) -> list[Request]:
-    """One request per modality: one item for `single`, two for `multi_image`."""
-    count = 1 if variant.kind == "single" else 2
+    """One request per modality: one item for `single`, two for `multi_image` and `audio` (up to its
+    example's most)."""
+    count = 1 if variant.kind == "single" else min(2, variant.most_items)
     out = []
     for modality in variant.modalities:
-        question = default_questions(variant, modality)[0]
+        question = default_questions(variant, modality, count)[0]
         items = [_item(variant, modality, i) for i in range(count)]
         other = items[:-1] + [_item(variant, modality, 17)]
         out.append(Request(f"{modality} x{count}", modality, example_prompt(spec, variant, modality, question, count),

@@ -75,7 +75,7 @@ def template_conformance(spec: FamilySpec, variant: Variant) -> CheckResult:
     try:
         for modality in variant.modalities:
             for count in variant.item_counts():
-                for question in default_questions(variant, modality):
+                for question in default_questions(variant, modality, count):
                     by_template = template.render(messages(variant, modality, question, count), variant.modalities,
                                                   unknown_special=UNKNOWN_SPECIAL)
                     rendered.append((modality, count, question, shown(by_template)))

@@ -20,6 +20,8 @@ IMAGE_QUESTIONS = (
 )
 VIDEO_QUESTIONS = ("Why is this video funny?",)
 MULTI_IMAGE_QUESTION = "What is the content of each image?"
+AUDIO_QUESTIONS = {1: "What is recited in the audio?", 2: "What sport and what nursery rhyme are referenced?"}
+"""audio_language.py's `question_per_audio_count`: the question depends on the number of clips."""
 NUM_PROMPTS = 4  # the example's default --num-prompts
 
 Messages = list[dict[str, Any]]
@@ -40,11 +42,13 @@ class NeedsChatTemplate(LookupError):
         )
 
 
-def default_questions(variant: Variant, modality: str) -> tuple[str, ...]:
-    """The questions the example asks: its four image questions, its video question, or the
-    multi-image example's single question."""
+def default_questions(variant: Variant, modality: str, count: int = 1) -> tuple[str, ...]:
+    """The questions the example asks: its four image questions, its video question, the
+    multi-image example's single question, or the audio example's question for `count` clips."""
     if variant.kind == "multi_image":
         return (MULTI_IMAGE_QUESTION,)
+    if variant.kind == "audio":
+        return (AUDIO_QUESTIONS[min(count, max(AUDIO_QUESTIONS))],)
     return VIDEO_QUESTIONS if modality == "video" else IMAGE_QUESTIONS
 
 
@@ -77,7 +81,7 @@ def _check(spec: FamilySpec, variant: Variant, modality: str, count: int) -> Non
     if modality not in variant.modalities:
         raise ValueError(f"{spec.name}: the {variant.kind} example does not take {modality!r} "
                          f"(it takes {', '.join(variant.modalities)}; spec {spec.path})")
-    top = variant.max_images or 1
+    top = variant.item_counts()[-1]
     if not 1 <= count <= top:
         raise ValueError(f"{spec.name}: {count} item(s) requested; the {variant.kind} example sends 1..{top}")
 

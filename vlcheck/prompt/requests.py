@@ -27,7 +27,7 @@ def example_prompt(spec: FamilySpec, variant: Variant, modality: str, question: 
 
 def example_prompts(spec: FamilySpec, variant: Variant, modality: str, count: int = 1) -> list[str]:
     """The example's prompts, one per question."""
-    return [example_prompt(spec, variant, modality, q, count) for q in default_questions(variant, modality)]
+    return [example_prompt(spec, variant, modality, q, count) for q in default_questions(variant, modality, count)]
 
 
 def media_data(variant: Variant, modality: str, count: int, offset: int = 0) -> Any:

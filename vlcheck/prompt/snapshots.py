@@ -32,7 +32,7 @@ def variant_sections(spec: FamilySpec, variant: Variant):
     """(modality, item count, questions) of every request shape the example can make."""
     for modality in variant.modalities:
         for count in variant.item_counts():
-            yield modality, count, default_questions(variant, modality)
+            yield modality, count, default_questions(variant, modality, count)
 
 
 def section_title(variant: Variant, modality: str, count: int) -> str:

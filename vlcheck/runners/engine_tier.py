@@ -13,8 +13,9 @@ from pathlib import Path
 
 from vlcheck.core import junit
 from vlcheck.core.junit import OUTCOMES
+from vlcheck.spec.schema import KINDS
 
-CONFIG = re.compile(r"\[(?:cpu|gpu)-(.+?-(?:single|multi_image))(?:-|\])")
+CONFIG = re.compile(rf"\[(?:cpu|gpu)-(.+?-(?:{'|'.join(KINDS)}))(?:-|\])")
 """A test id's family-config: `test_x[cpu-blip-2-single]`, `test_y[cpu-aria-multi_image-content-hash]`."""
 AGREEMENT_TEST = "test_vllm_matches_transformers_reference"
 START_PROPERTY = "engine_start_s"

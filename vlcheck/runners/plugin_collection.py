@@ -22,7 +22,7 @@ from vlcheck.spec.registry import (
     default_selection,
     spec_errors,
 )
-from vlcheck.spec.schema import config_id
+from vlcheck.spec.schema import VISUAL, config_id, not_sent
 
 
 def selected_families(config: pytest.Config) -> list[str]:
@@ -101,12 +101,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = selected_families(metafunc.config)
     if "variant" in metafunc.fixturenames:
         only = metafunc.config.getoption("--vlcheck-variant")
+        sent = modalities_sent(metafunc)
         params = []
         for name in names:
             if name in broken:
                 params.append(pytest.param(UnloadableSpec(name, broken[name]), None, id=f"{name}-spec"))
                 continue
-            params += [pytest.param(loaded[name], v, id=config_id(loaded[name], v))
+            params += [pytest.param(loaded[name], v, id=config_id(loaded[name], v), marks=_unless_sent(sent, name, v))
                        for v in loaded[name].variants if only in (None, v.kind)]
         metafunc.parametrize(("family", "variant"), params)
     else:
@@ -114,6 +115,27 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                                         for n in names])
     if "configuration" in metafunc.fixturenames:  # after the family-config: ids read `cpu-qwen2_vl-single-chunked`
         metafunc.parametrize("configuration", configuration_params(metafunc.config))
+
+
+def modalities_sent(metafunc: pytest.Metafunc) -> tuple[str, ...]:
+    """What a family-config test sends: its `sends` marker's, else its catalogue check's (the test a
+    `Check` names), else image and video."""
+    from vlcheck.gate.checks import CATALOGUE, CPU_ENGINE_CATALOGUE
+
+    marker = metafunc.definition.get_closest_marker("sends")
+    if marker is not None:
+        return tuple(marker.args)
+    path, _, name = metafunc.definition.nodeid.partition("::")
+    for check in (*CATALOGUE.values(), *CPU_ENGINE_CATALOGUE.values()):
+        test_path, _, test_name = check.test.partition("::")
+        if test_name == name.split("[", 1)[0] and Path(test_path).name == Path(path).name:
+            return check.modalities
+    return VISUAL
+
+
+def _unless_sent(sent: tuple[str, ...], family: str, variant) -> list:
+    why = not_sent(sent, variant)
+    return [pytest.mark.skip(reason=f"{family} [{variant.kind}]: {why}")] if why else []
 
 
 NO_CONFIGURATION = ("no engine configuration selected: --vlcheck-config NAME (repeatable) or all; NAME one of "

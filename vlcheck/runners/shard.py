@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from vlcheck.spec.schema import FamilySpec, config_id
+from vlcheck.spec.schema import KINDS, FamilySpec, config_id
 
 DURATIONS_FILE = Path(__file__).with_name("gpu_durations.json")
 CPU_ENGINE_DURATIONS_FILE = Path(__file__).with_name("cpu_engine_durations.json")
 SUMMARY_LINE = re.compile(r"^(\S+) (\S+) rc=\d+ (\d+)s\b")
 """A family-config's line in the GPU tier's summary.txt: `family kind rc=0 45s ...`."""
-TEST_ID = re.compile(r"\[(?:cpu-|gpu-)?(.+?)-(single|multi_image)(?:-[^\]]*)?\]")
+TEST_ID = re.compile(rf"\[(?:cpu-|gpu-)?(.+?)-({'|'.join(KINDS)})(?:-[^\]]*)?\]")
 """A test's family-config in its JUnit name: `test_x[cpu-llava-next-single-chunked]` -> llava-next, single."""
 
 

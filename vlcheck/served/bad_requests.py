@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 from vlcheck.core import media
 from vlcheck.prompt.render import default_questions
 from vlcheck.served.client import Client, Reply
-from vlcheck.served.requests import chat_messages, media_part, png_data_url
+from vlcheck.served.requests import chat_messages, data_url, media_part, png_data_url
 from vlcheck.served.server import free_port
 from vlcheck.spec.schema import Declaration, FamilySpec, Variant
 
@@ -71,12 +71,7 @@ def _image_only(build: Callable[[], list[dict[str, Any]]]):
 
 
 def _too_many(v: Variant, m: str, limit: int) -> list[dict[str, Any]]:
-    items = media.items(m, limit + 1)
-    if m == "image":
-        return [media_part(m, png_data_url(i)) for i in items]
-    from vlcheck.served.requests import video_data_url
-
-    return [media_part(m, video_data_url(i)) for i in items]
+    return [media_part(m, data_url(m, i)) for i in media.items(m, limit + 1)]
 
 
 HTTP_URL_500 = Declaration(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vlcheck.adapter.serve_args import engine_arg_default
-from vlcheck.spec.schema import LIMIT_IMAGE_COUNT, LIMIT_ONE_PER_MODALITY, Variant
+from vlcheck.spec.schema import LIMIT_AUDIO_COUNT, LIMIT_IMAGE_COUNT, LIMIT_ONE_PER_MODALITY, Variant
 
 # Args the checkpoint or the server decides: the model folder replaces the Hub id and its tokenizer.
 NOT_FLAGS = {"model", "tokenizer"}
@@ -77,6 +77,8 @@ def serve_limit(variant: Variant) -> dict[str, int] | None:
         return {m: 1 for m in variant.modalities}
     if variant.limit_mm_per_prompt == LIMIT_IMAGE_COUNT:
         return {"image": variant.max_images or 1}
+    if variant.limit_mm_per_prompt == LIMIT_AUDIO_COUNT:
+        return {"audio": variant.max_audios or 1}
     return variant.limit_mm_per_prompt  # type: ignore[return-value]
 
 

@@ -119,7 +119,7 @@ def fork_server() -> RenderForkServer:
 def shapes(variant: Variant) -> list[tuple[str, int]]:
     """(modality, item count) of the requests sent: one item of each modality, and the
     multi-image example's full count."""
-    top = variant.max_images or 1
+    top = variant.most_items
     return [(m, c) for m in variant.modalities for c in sorted({1, top})]
 
 
@@ -255,7 +255,7 @@ def offline(spec: FamilySpec, variant: Variant, modality: str, count: int, clien
 
     shape = shape_name(modality, count)
     try:
-        prompt = example_prompt(spec, variant, modality, default_questions(variant, modality)[0], count)
+        prompt = example_prompt(spec, variant, modality, default_questions(variant, modality, count)[0], count)
         processor = _offline_processor(model_dir or str(model_files(spec, variant)), variant, modality, engine_args)
         out = adapter.apply_processor(processor, prompt, {modality: media_data(variant, modality, count)})
     except TemplateUnavailable as err:
@@ -275,7 +275,7 @@ def _offline_processor(local: str, variant: Variant, modality: str, args: dict |
 
     from vlcheck import adapter
 
-    args = args if args is not None else variant.engine_args_for(modality, variant.max_images or 1)
+    args = args if args is not None else variant.engine_args_for(modality, variant.most_items)
     # the two variants of a family may share a checkpoint but not their mm_processor_kwargs
     key = (local, json.dumps(args, sort_keys=True, default=str))
     if getattr(_processors, "key", None) != key:  # one per thread: processors hold tokenizers and HF processors
@@ -318,7 +318,7 @@ def serve(spec: FamilySpec, variant: Variant, with_bad_requests: bool = True, li
         record = ServedRecord(spec.name, variant.kind, line, server.ready_after_s or 0.0, None)
         for modality, count in shapes(variant):
             shape = shape_name(modality, count)
-            messages = chat_messages(variant, modality, default_questions(variant, modality)[0], count)
+            messages = chat_messages(variant, modality, default_questions(variant, modality, count)[0], count)
             record.renders[shape] = rendered(client, shape, client.render_chat(messages))
             record.tokenized[shape] = client.tokenize_chat(messages)
             record.offline[shape] = (offline(spec, variant, modality, count, client, line.model_dir, offline_args)

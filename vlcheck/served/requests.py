@@ -1,9 +1,10 @@
-"""The example's requests as OpenAI chat completions: typed `text`, `image_url` and `video_url`
-parts with base64 data URLs, as a user's client sends them.
+"""The example's requests as OpenAI chat completions: typed `text`, `image_url`, `video_url` and
+`audio_url` parts with base64 data URLs, as a user's client sends them.
 
 Images go as PNG (lossless: the server decodes exactly the pixels the offline path is given);
 videos as vLLM's `video/jpeg` data URL, the frames as comma-separated base64 JPEGs (the one video
-format vLLM decodes without a video library). The text is the example's question; media parts
+format vLLM decodes without a video library); audio as float32 WAV (lossless: the samples the
+offline path is given, at their rate). The text is the example's question; media parts
 come where the example's messages put them (string-content examples: before the text, where
 vLLM's chat API puts the placeholders of a string-format template).
 """
@@ -18,7 +19,7 @@ from vlcheck.core import media
 from vlcheck.prompt.render import messages as example_messages
 from vlcheck.spec.schema import Variant
 
-URL_KEYS = {"image": "image_url", "video": "video_url"}
+URL_KEYS = {"image": "image_url", "video": "video_url", "audio": "audio_url"}
 
 
 def png_bytes(image) -> bytes:
@@ -47,9 +48,26 @@ def video_data_url(frames) -> str:
     return "data:video/jpeg;base64," + ",".join(jpeg_base64(Image.fromarray(f)) for f in frames)
 
 
+def wav_bytes(samples, rate: int) -> bytes:
+    """Mono float32 WAV written by PyAV (FFmpeg's pcm_f32le)."""
+    import av
+    import numpy as np
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="wav") as out:
+        stream = out.add_stream("pcm_f32le", rate=rate, layout="mono")
+        frame = av.AudioFrame.from_ndarray(np.asarray(samples, np.float32).reshape(1, -1), format="flt", layout="mono")
+        frame.sample_rate = rate
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            out.mux(packet)
+    return buf.getvalue()
+
+
 def data_url(modality: str, item: Any) -> str:
     if modality == "image":
         return png_data_url(item)
+    if modality == "audio":
+        return bytes_data_url(wav_bytes(*item), "audio/wav")
     return video_data_url(item[0] if isinstance(item, tuple) else item)
 
 

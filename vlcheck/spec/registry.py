@@ -24,6 +24,8 @@ from vlcheck.spec.schema import (
     CHECKS,
     Confusable,
     Declaration,
+    KINDS,
+    LIMIT_AUDIO_COUNT,
     LIMIT_IMAGE_COUNT,
     LIMIT_ONE_PER_MODALITY,
     MODALITIES,
@@ -280,12 +282,15 @@ def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant
     modalities = _read_modalities(r, inherited)
     if kind == "multi_image" and set(modalities) != {"image"}:
         raise SpecError(r.path, r.field("modalities"), "a multi_image variant has exactly the `image` modality")
+    if (kind == "audio") != ("audio" in modalities) or (kind == "audio" and set(modalities) != {"audio"}):
+        raise SpecError(r.path, r.field("modalities"), "the `audio` variant (audio_language.py's example) has exactly "
+                        "the `audio` modality, and only it has audio")
     _check_placeholder_use(prompt, modalities, r)
 
     limit = r.get("limit_mm_per_prompt", (str, dict), inherited.limit_mm_per_prompt if inherited else None)
-    if isinstance(limit, str) and limit not in (LIMIT_ONE_PER_MODALITY, LIMIT_IMAGE_COUNT):
+    if isinstance(limit, str) and limit not in (LIMIT_ONE_PER_MODALITY, LIMIT_IMAGE_COUNT, LIMIT_AUDIO_COUNT):
         raise SpecError(r.path, r.field("limit_mm_per_prompt"),
-                        f"expected {LIMIT_ONE_PER_MODALITY!r}, {LIMIT_IMAGE_COUNT!r} or a table")
+                        f"expected {LIMIT_ONE_PER_MODALITY!r}, {LIMIT_IMAGE_COUNT!r}, {LIMIT_AUDIO_COUNT!r} or a table")
     engine_args = r.get("engine_args", dict, {})
     for banned in ("model", "limit_mm_per_prompt"):
         if banned in engine_args:
@@ -296,7 +301,7 @@ def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant
 
     deviations, known_broken = _read_deviations(r, modalities, inherited)
 
-    stop_ids, stop_tokens, max_images = _read_stops_and_images(r, kind, inherited)
+    stop_ids, stop_tokens, max_images, max_audios = _read_stops_and_images(r, kind, inherited)
 
     variant = Variant(
         kind=kind,  # type: ignore[arg-type]
@@ -316,6 +321,7 @@ def _read_variant(r: _Reader, kind: str, base_name: str | None) -> tuple[Variant
         model_from_snapshot=r.get("model_from_snapshot", bool, False),
         revision=revision,
         max_images=max_images,
+        max_audios=max_audios,
         notes=tuple(r.get("notes", list, [])),
         drifts=tuple(drifts),
         deviations=deviations,
@@ -402,7 +408,7 @@ def _read_deviations(r: _Reader, modalities: dict, inherited: Variant | None) ->
 
 
 def _read_stops_and_images(r: _Reader, kind: str, inherited: Variant | None):
-    """(stop_token_ids, stop_tokens, max_images), each checked."""
+    """(stop_token_ids, stop_tokens, max_images, max_audios), each checked."""
     stop_ids = r.get("stop_token_ids", list)
     stop_tokens = r.get("stop_tokens", list)
     for key, values, typ in (("stop_token_ids", stop_ids, int), ("stop_tokens", stop_tokens, str)):
@@ -411,9 +417,15 @@ def _read_stops_and_images(r: _Reader, kind: str, inherited: Variant | None):
     max_images = r.get("max_images", int, inherited.max_images if inherited and kind == "multi_image" else None)
     if kind == "multi_image" and (max_images is None or max_images < 1):
         raise SpecError(r.path, r.field("max_images"), "a multi_image variant needs max_images >= 1")
-    if kind == "single" and max_images is not None:
+    if kind != "multi_image" and max_images is not None:
         raise SpecError(r.path, r.field("max_images"), "only a multi_image variant sends several images")
-    return stop_ids, stop_tokens, max_images
+    max_audios = r.get("max_audios", int, inherited.max_audios if inherited and kind == "audio" else None)
+    if kind == "audio" and (max_audios is None or max_audios < 1):
+        raise SpecError(r.path, r.field("max_audios"), "an audio variant needs max_audios >= 1 (the most clips its "
+                        "example sends in one prompt)")
+    if kind != "audio" and max_audios is not None:
+        raise SpecError(r.path, r.field("max_audios"), "only an audio variant sends audio clips")
+    return stop_ids, stop_tokens, max_images, max_audios
 
 
 def _read_modalities(r: _Reader, inherited: Variant | None) -> dict[str, MediaPlaceholder]:
@@ -475,6 +487,8 @@ def builtin_base(architecture: str, model_type: str | None) -> FamilySpec | None
 def _base_variant(base: FamilySpec | None, kind: str) -> Variant | None:
     if base is None:
         return None
+    if kind == "audio":
+        return base.audio
     return (base.multi_image if kind == "multi_image" else None) or base.single or base.multi_image
 
 
@@ -497,14 +511,14 @@ def load_spec(path: str | Path) -> FamilySpec:
     synthetic = _read_recipe(r.sub("synthetic"))
     base_name = r.get("base", str)
     variants, bases = {}, []
-    for kind in ("single", "multi_image"):
+    for kind in KINDS:
         sub = r.sub(kind)
         if sub is not None:
             variants[kind], base = _read_variant(sub, kind, base_name)
             bases += [base] if base is not None else []
     r.done()
     if not variants:
-        raise SpecError(path, "single", "a family needs a `single` or a `multi_image` variant")
+        raise SpecError(path, "single", "a family needs a `single`, `multi_image` or `audio` variant")
     base = bases[0] if bases else None
     if synthetic is None and base is not None:
         synthetic = base.synthetic

@@ -1,11 +1,12 @@
 """The family spec schema: what one `vlcheck/families/*.toml` file declares.
 
 A family is one key of vLLM's example `model_example_map` (e.g. `qwen2_5_vl`). Its spec holds
-up to two *variants*: `single` (from `vision_language.py`: one image or one video per request)
-and `multi_image` (from `vision_language_multi_image.py`: N images in one prompt). Both variants
-share one schema, `Variant`, because the examples decide the same things for each: model, engine
-args, prompt, stops. Every field is documented once, here; the loader (`vlcheck.spec.registry`) reads the
-TOML into these classes and names file and field on any error.
+up to three *variants*: `single` (from `vision_language.py`: one image or one video per request),
+`multi_image` (from `vision_language_multi_image.py`: N images in one prompt) and `audio` (from
+`audio_language.py`: 1..N audio clips in one prompt). The variants share one schema, `Variant`,
+because the examples decide the same things for each: model, engine args, prompt, stops. Every
+field is documented once, here; the loader (`vlcheck.spec.registry`) reads the TOML into these
+classes and names file and field on any error.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-MODALITIES: tuple[str, ...] = ("image", "video")
+MODALITIES: tuple[str, ...] = ("image", "video", "audio")
+KINDS: tuple[str, ...] = ("single", "multi_image", "audio")
+"""The variants a spec may have (`Variant.kind`): the example script each follows."""
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
                            "reference", "vllm_reference", "placement", "tiling", "confusable", "served", "video_loaders", "cpu_engine",
                            "defaults", "defaults_v2", "chunked", "prefix", "load", "long", "video_file", "confusable_build",
@@ -36,6 +39,7 @@ PARTS_TEXT_FIRST = "parts, text first"
 # `limit_mm_per_prompt` values the examples compute instead of writing literally.
 LIMIT_ONE_PER_MODALITY = "one per modality"  # `limit_mm_per_prompt={modality: 1}`
 LIMIT_IMAGE_COUNT = "image count"  # `limit_mm_per_prompt={"image": len(image_urls)}`
+LIMIT_AUDIO_COUNT = "audio count"  # `limit_mm_per_prompt={"audio": audio_count}`
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,11 @@ class Lora:
     name: str
     id: int
     path_in_snapshot: str
-    """The adapter's folder inside the model snapshot (`os.path.join(model_path, ...)`)."""
+    """The adapter's folder inside the model snapshot (`os.path.join(model_path, ...)`); `""`: the
+    model's folder itself (Granite Speech ships its speech adapter beside the weights)."""
+
+    def path(self, model_dir: str) -> str:
+        return f"{model_dir}/{self.path_in_snapshot}" if self.path_in_snapshot else model_dir
 
 
 @dataclass(frozen=True)
@@ -269,7 +277,7 @@ def _applying(declaration: Declaration | None) -> Declaration | None:
 class Variant:
     """One example function: everything it decides for a request."""
 
-    kind: Literal["single", "multi_image"]
+    kind: Literal["single", "multi_image", "audio"]
     source: Source | None
     """The vLLM example this variant describes; None for a user's own model (no example to
     compare with: the `spec` check then only loads it)."""
@@ -286,7 +294,7 @@ class Variant:
     prompt: Prompt
     modalities: dict[str, MediaPlaceholder]
     """The modalities the example accepts, each with its placeholder. `single` variants may
-    have image and/or video; `multi_image` variants have image only."""
+    have image and/or video; `multi_image` variants have image only; `audio` variants audio only."""
 
     engine_args: dict[str, Any] = field(default_factory=dict)
     """Engine args exactly as the example passes them, except `model` (see `model`) and
@@ -294,7 +302,8 @@ class Variant:
     import path (`logits_processors = ["vllm....NGramPerReqLogitsProcessor"]`)."""
 
     limit_mm_per_prompt: str | dict[str, int] | None = None
-    """`"one per modality"` for `{modality: 1}`, `"image count"` for `{"image": len(urls)}`, a
+    """`"one per modality"` for `{modality: 1}`, `"image count"` for `{"image": len(urls)}`,
+    `"audio count"` for `{"audio": audio_count}`, a
     literal table where the example writes one, or absent where the example passes none."""
 
     stop_token_ids: tuple[int, ...] | None = None
@@ -324,6 +333,10 @@ class Variant:
     max_images: int | None = None
     """`multi_image` only: how many images the example sends (`len(IMAGE_URLS)`), the upper
     bound of the item counts rendered and checked."""
+
+    max_audios: int | None = None
+    """`audio` only: how many clips the example sends at most (its script's `--num-audios` choices;
+    Whisper's function asserts one), the upper bound of the item counts rendered and checked."""
 
     notes: tuple[str, ...] = ()
     """Hardware and usage notes the example states ("Need L40 (or equivalent) to avoid OOM")."""
@@ -378,8 +391,14 @@ class Variant:
         return self.tensor_parallel_size * int(self.engine_args.get("pipeline_parallel_size", 1))
 
     def item_counts(self) -> range:
-        """The item counts the example uses: 1 for `single`, 1..max_images for `multi_image`."""
-        return range(1, (self.max_images or 1) + 1)
+        """The item counts the example uses: 1 for `single`, 1..max_images for `multi_image`,
+        1..max_audios for `audio`."""
+        return range(1, (self.max_images or self.max_audios or 1) + 1)
+
+    @property
+    def most_items(self) -> int:
+        """The most items the example sends in one prompt."""
+        return self.item_counts()[-1]
 
     def limit_for(self, modality: str, count: int) -> dict[str, int] | None:
         """`limit_mm_per_prompt` as the example passes it for a request of `count` items."""
@@ -387,6 +406,8 @@ class Variant:
             return {modality: 1}
         if self.limit_mm_per_prompt == LIMIT_IMAGE_COUNT:
             return {"image": count}
+        if self.limit_mm_per_prompt == LIMIT_AUDIO_COUNT:
+            return {"audio": count}
         return self.limit_mm_per_prompt  # type: ignore[return-value]
 
     def engine_args_for(self, modality: str, count: int = 1) -> dict[str, Any]:
@@ -519,6 +540,7 @@ class FamilySpec:
 
     single: Variant | None = None
     multi_image: Variant | None = None
+    audio: Variant | None = None
     synthetic: Recipe | None = None
     """The `[synthetic]` recipe; a user's spec without one takes its base family's."""
 
@@ -528,7 +550,7 @@ class FamilySpec:
 
     @property
     def variants(self) -> tuple[Variant, ...]:
-        return tuple(v for v in (self.single, self.multi_image) if v is not None)
+        return tuple(v for v in (self.single, self.multi_image, self.audio) if v is not None)
 
     @property
     def model(self) -> str:
@@ -542,6 +564,18 @@ class FamilySpec:
     @property
     def gpus_needed(self) -> int:
         return max(v.gpus_needed for v in self.variants)
+
+
+VISUAL: tuple[str, ...] = ("image", "video")
+"""What a check sends unless it says otherwise (audio reaches only the checks that send it)."""
+
+
+def not_sent(sent: tuple[str, ...], variant: Variant) -> str | None:
+    """Why a check that sends `sent` cannot run on this family-config (it takes none of them), or None."""
+    if set(sent) & set(variant.modalities):
+        return None
+    return (f"the {variant.kind} example takes {'/'.join(variant.modalities)}; this check sends "
+            f"{'/'.join(sent)} only, so it cannot run here")
 
 
 def config_id(family: FamilySpec, variant: Variant) -> str:

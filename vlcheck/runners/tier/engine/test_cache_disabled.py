@@ -7,7 +7,7 @@ import pytest
 
 from vlcheck.engine.runs import still_serves, unknown_uuid_error
 
-pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
+pytestmark = [pytest.mark.engine, pytest.mark.sends("image", "video", "audio")]  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
 
 def test_empty_media_rejected_without_cache(family, variant, engine_cache_off):

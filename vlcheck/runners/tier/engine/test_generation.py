@@ -11,7 +11,7 @@ from vlcheck.engine import goldens
 from vlcheck.engine.runs import generation_runs, record_golden, remeasured_noise, stop_run, tiling_runs
 from vlcheck.spec.schema import config_id
 
-pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
+pytestmark = [pytest.mark.engine, pytest.mark.sends("image", "video", "audio")]  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
 
 def test_requests_complete_with_processor_token_counts(family, variant, engine, request):

@@ -7,7 +7,7 @@ from vlcheck.runners.testing import expect_deviation
 from vlcheck.engine import goldens
 from vlcheck.engine.runs import NUM_PROMPTS, repeat_simulation, still_serves, unknown_uuid_error, uuid_resend
 
-pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
+pytestmark = [pytest.mark.engine, pytest.mark.sends("image", "video", "audio")]  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
 
 class MediaDropped(AssertionError):
@@ -27,7 +27,7 @@ def test_resend_with_list_of_none_hits_the_cache(family, variant, engine, reques
 
 NONE_FORM_DROPPED = pytest.mark.xfail(
     raises=MediaDropped, strict=True,
-    reason="vLLM silently drops multi_modal_data={'image': None} (the example's form; so since the pinned "
+    reason="vLLM silently drops multi_modal_data={modality: None} (the example's form; so since the pinned "
            "reference): no placeholder expansion, no cache query. Flips to a pass the day vLLM fixes it.")
 
 

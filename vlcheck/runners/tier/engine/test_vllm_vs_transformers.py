@@ -10,7 +10,7 @@ from vlcheck.engine import goldens
 from vlcheck.numerics import reference
 from vlcheck.spec.schema import config_id
 
-pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
+pytestmark = [pytest.mark.engine, pytest.mark.sends("image", "video", "audio")]  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
 
 def _requests_or_skip(family, variant):
