@@ -25,10 +25,12 @@ def family_summary(spec: FamilySpec) -> dict[str, Any]:
         "name": spec.name,
         "title": spec.title,
         "model": spec.model,
-        "modalities": list(spec.single.modalities) if spec.single else [],
+        "modalities": list(spec.modalities),
         "single_input": spec.single is not None,
         "multi_image": spec.multi_image is not None,
         "max_images": spec.multi_image.max_images if spec.multi_image else None,
+        "audio": spec.audio is not None,
+        "max_audios": spec.audio.max_audios if spec.audio else None,
         "gpus": spec.gpus_needed,
         "prompt_source": "/".join(sorted({v.prompt.kind for v in spec.variants})),
         "spec": spec.path,
@@ -95,12 +97,14 @@ def cmd_list(args) -> int:
         emit_json(summaries + [{"name": n, "spec": e.path, "error": str(e)} for n, e in broken.items()], args.json)
         return USAGE if broken else 0
     rows = [[s["name"], s["model"], ",".join(s["modalities"]) or "-",
-             f"1..{s['max_images']}" if s["multi_image"] else "-", s["gpus"], s["prompt_source"]]
+             f"1..{s['max_images']}" if s["multi_image"] else "-", f"1..{s['max_audios']}" if s["audio"] else "-",
+             s["gpus"], s["prompt_source"]]
             for s in summaries]
-    print(table(rows, ["family", "model", "modalities", "multi-image", "GPUs", "prompt"]))
+    print(table(rows, ["family", "model", "modalities", "multi-image", "audio", "GPUs", "prompt"]))
     single = sum(s["single_input"] for s in summaries)
     multi = sum(s["multi_image"] for s in summaries)
-    print(f"\n{len(summaries)} families: {single} single-input, {multi} multi-image")
+    audio = sum(s["audio"] for s in summaries)
+    print(f"\n{len(summaries)} families: {single} single-input, {multi} multi-image, {audio} audio")
     if broken:
         print(f"\n{len(broken)} spec(s) do not load:")
         for name, err in broken.items():
