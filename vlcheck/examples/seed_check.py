@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from vlcheck.examples import seeds
-from vlcheck.prompt.render import default_questions, fill, messages, render_prompt
+from vlcheck.prompt.render import AUDIO_QUESTIONS, default_questions, fill, messages, render_prompt
 from vlcheck.spec.schema import MODALITIES, Drift, FamilySpec, Variant, media_url
 
 
@@ -76,7 +76,11 @@ def compare(spec: FamilySpec, variant: Variant) -> list[str]:
     for modality in sorted(accepted & set(variant.modalities)):
         for count in variant.item_counts():
             questions = default_questions(variant, modality, count)
-            run = _call(variant, modality, questions, count)
+            try:
+                run = _call(variant, modality, questions, count)
+            except Exception as err:  # noqa: BLE001 - the example refusing a count the spec declares is the spec's problem
+                problems.append(f"{where} ({modality} x{count}): the example refuses it: {type(err).__name__}: {err}")
+                continue
             problems += _compare_run(spec, variant, modality, questions, count, run, f"{where} ({modality} x{count})")
     return problems
 
@@ -84,7 +88,12 @@ def compare(spec: FamilySpec, variant: Variant) -> list[str]:
 def _compare_audio_count(variant: Variant, where: str) -> list[str]:
     """max_audios: the example runs with that many clips and, below the script's most
     (`--num-audios` choices), refuses one more (Whisper asserts a single clip)."""
-    most = max(seeds.load_seed(variant.source.seed).get("question_per_audio_count", {1: None}))
+    asked = seeds.load_seed(variant.source.seed).get("question_per_audio_count", {})
+    most = max(asked, default=1)
+    differ = [n for n in variant.item_counts() if n in asked and asked[n] != AUDIO_QUESTIONS.get(n)]
+    if differ:
+        return [f"{where}: the script asks {asked[differ[0]]!r} of {differ[0]} clip(s), vlcheck "
+                f"{AUDIO_QUESTIONS.get(differ[0])!r} (prompt/render.py AUDIO_QUESTIONS)"]
     try:
         _call(variant, "audio", ["q"], variant.max_audios)
     except Exception as err:  # noqa: BLE001 - the example's own refusal, whatever it raises

@@ -81,7 +81,7 @@ def _check(spec: FamilySpec, variant: Variant, modality: str, count: int) -> Non
     if modality not in variant.modalities:
         raise ValueError(f"{spec.name}: the {variant.kind} example does not take {modality!r} "
                          f"(it takes {', '.join(variant.modalities)}; spec {spec.path})")
-    top = variant.item_counts()[-1]
+    top = variant.most_items
     if not 1 <= count <= top:
         raise ValueError(f"{spec.name}: {count} item(s) requested; the {variant.kind} example sends 1..{top}")
 

@@ -118,15 +118,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def modalities_sent(metafunc: pytest.Metafunc) -> tuple[str, ...]:
-    """What a family-config test sends: its `sends` marker's, else its catalogue check's (the test a
-    `Check` names), else image and video."""
-    from vlcheck.gate.checks import CATALOGUE, CPU_ENGINE_CATALOGUE
+    """What a family-config test sends: its `sends` marker's, else its check's (the test a `Check` of the
+    catalogue, the CPU engine cell or a configuration's cell names), else image and video."""
+    from vlcheck.gate.checks import CATALOGUE, CPU_ENGINE_CATALOGUE, configuration_check
 
     marker = metafunc.definition.get_closest_marker("sends")
     if marker is not None:
         return tuple(marker.args)
     path, _, name = metafunc.definition.nodeid.partition("::")
-    for check in (*CATALOGUE.values(), *CPU_ENGINE_CATALOGUE.values()):
+    a_configuration = configuration_check(CONFIGURATIONS[DEFAULT], "cpu")  # every configuration's cell sends alike
+    for check in (*CATALOGUE.values(), *CPU_ENGINE_CATALOGUE.values(), a_configuration):
         test_path, _, test_name = check.test.partition("::")
         if test_name == name.split("[", 1)[0] and Path(test_path).name == Path(path).name:
             return check.modalities

@@ -12,7 +12,7 @@ import pytest
 from vlcheck.core.results import CheckResult, Status
 from vlcheck.runners.testing import fail_with, headline
 
-pytestmark = [pytest.mark.engine, pytest.mark.sends("image", "video", "audio")]  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
+pytestmark = pytest.mark.engine  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
 
 def test_configuration(family, variant, configuration, engine_platform, engine_report_cells, request):
