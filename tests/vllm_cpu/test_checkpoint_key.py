@@ -3,6 +3,8 @@ candidate venv sharing one cache must never test one on the other's artifacts.""
 
 import dataclasses
 
+import pytest
+
 from vlcheck.checkpoints import synthetic
 from vlcheck.spec.registry import get_family
 
@@ -12,12 +14,24 @@ def _key(spec=None, **kw):
     return synthetic._content_hash(spec, spec.single, spec.synthetic, **{"weights": False, **kw})
 
 
-def test_each_package_version_the_build_uses_changes_the_key(monkeypatch):
-    base, installed = _key(), synthetic.build_versions()
-    assert set(installed) == {"vllm", "transformers", "tokenizers", "torch"} and installed["vllm"]
+def test_the_code_of_each_package_the_build_uses_changes_the_key(monkeypatch):
+    from vlcheck.core import installed_code
+
+    base, installed = _key(), synthetic.build_code()
+    assert set(installed) == {"vllm", "transformers", "tokenizers", "torch"}
+    assert installed == {p: installed_code.identity(p).digest for p in installed} and installed["vllm"] != "absent"
     for package in installed:
-        monkeypatch.setattr(synthetic, "build_versions", lambda p=package: {**installed, p: "0.0.0-other"})
-        assert _key() != base, f"the checkpoint key ignores the {package} version"
+        monkeypatch.setattr(synthetic, "build_code", lambda p=package: {**installed, p: "other code"})
+        assert _key() != base, f"the checkpoint key ignores the code of {package}"
+
+
+def test_a_version_string_is_no_part_of_the_key(monkeypatch):
+    """Another release number over the same code (a rebuilt wheel, vLLM's CPU build) is the same build."""
+    from importlib import metadata
+
+    base = _key()
+    monkeypatch.setattr(metadata, "version", lambda name: "9.9.9")
+    assert _key() == base
 
 
 def test_the_recipe_the_builder_code_and_the_weights_change_the_key(monkeypatch):
@@ -34,3 +48,21 @@ def test_the_builder_hash_covers_the_adapter_modules_the_builder_calls():
     names = {p.name for p in synthetic.BUILDER_CODE}
     assert {"synthetic.py", "seeded.py", "hf_classes.py", "configs.py", "numerics.py"} <= names
     assert all(p.exists() for p in synthetic.BUILDER_CODE)
+
+
+def test_the_video_containers_are_keyed_on_pyavs_code_and_the_writers(monkeypatch):
+    pytest.importorskip("av")
+    from vlcheck.core import installed_code, video_containers
+
+    spec = video_containers.CONTAINERS[0]
+    base = video_containers.cache_key(spec)
+    real = installed_code.identity
+
+    def patched(package):
+        return dataclasses.replace(real(package), digest="other code") if package == "av" else real(package)
+
+    monkeypatch.setattr(installed_code, "identity", patched)
+    assert video_containers.cache_key(spec) != base
+    monkeypatch.undo()
+    monkeypatch.setattr(video_containers, "WRITER_CODE", "edited")
+    assert video_containers.cache_key(spec) != base

@@ -12,16 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def package_versions(*packages: str) -> dict[str, str | None]:
-    from importlib import metadata
+def package_code(*packages: str) -> dict[str, str]:
+    """Import name -> the digest of the code installed under it (`core.installed_code`), `absent` where
+    it is not installed: what a built folder is keyed on. A version string names a release, not the
+    code that builds: a patched transformers, an editable checkout or vLLM's CPU build under the same
+    number would otherwise be served another build's folder."""
+    from vlcheck.core import installed_code
 
-    found = {}
-    for package in packages:
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = None
-    return found
+    return {package: installed_code.identity(package).digest for package in packages}
 
 
 def built_once(checkpoint: Path, kind: str, content: dict, marker: str, build: Callable[[Path], None]) -> Path:

@@ -19,7 +19,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from vlcheck.checkpoints.derived import built_once, package_versions
+from vlcheck.checkpoints.derived import built_once, package_code
 
 RANK = 8
 ALPHA = 16
@@ -78,8 +78,8 @@ def connector_linears(model) -> list[str]:
     return [n for n, m in model.named_modules() if (n == root or n.startswith(root + ".")) and isinstance(m, torch.nn.Linear)]
 
 
-def _versions() -> dict[str, str | None]:
-    return package_versions("peft", "transformers", "torch")
+def _code() -> dict[str, str]:
+    return package_code("peft", "transformers", "torch")
 
 
 def adapter_dir(checkpoint: Path, architecture: str, name: str) -> Path:
@@ -87,7 +87,7 @@ def adapter_dir(checkpoint: Path, architecture: str, name: str) -> Path:
     Raises ImportError without peft, NoLanguageModel where there is nothing to target."""
     recipe = Recipe(seed=ADAPTERS[name], connector=name in WITH_CONNECTOR)
     content = {"checkpoint": Path(checkpoint).name, "architecture": architecture, "recipe": asdict(recipe),
-               "builder": BUILDER_HASH, "packages": _versions()}
+               "builder": BUILDER_HASH, "packages": _code()}
     return built_once(Path(checkpoint), f"lora-{name}", content, "adapter_config.json",
                       lambda out: _build(Path(checkpoint), architecture, recipe, out))
 
@@ -110,4 +110,4 @@ def _build(checkpoint: Path, architecture: str, recipe: Recipe, out: Path) -> No
                 param.copy_(draw(name, param.data, seed=recipe.seed) * recipe.gain)
     wrapped.save_pretrained(str(out))
     (out / "vlcheck-adapter.json").write_text(json.dumps({"targets": targets, "recipe": asdict(recipe),
-                                                         "packages": _versions()}, indent=1) + "\n")
+                                                         "packages": _code()}, indent=1) + "\n")

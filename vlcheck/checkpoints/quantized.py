@@ -21,7 +21,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from vlcheck.checkpoints.derived import built_once, package_versions
+from vlcheck.checkpoints.derived import built_once, package_code
 
 BUILDER_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 GROUP_SIZE = 32
@@ -61,8 +61,8 @@ class NotQuantizable(RuntimeError):
     does not divide)."""
 
 
-def _versions() -> dict[str, str | None]:
-    return package_versions("compressed-tensors", "transformers", "torch")
+def _code() -> dict[str, str]:
+    return package_code("compressed_tensors", "transformers", "torch")
 
 
 def quantized_dir(checkpoint: Path, architecture: str, fmt: str) -> Path:
@@ -70,7 +70,7 @@ def quantized_dir(checkpoint: Path, architecture: str, fmt: str) -> Path:
     ImportError without compressed-tensors, NotQuantizable where the format does not fit."""
     recipe = FORMATS[fmt]
     content = {"checkpoint": Path(checkpoint).name, "architecture": architecture, "format": asdict(recipe),
-               "builder": BUILDER_HASH, "packages": _versions()}
+               "builder": BUILDER_HASH, "packages": _code()}
     return built_once(Path(checkpoint), fmt, content, MARKER, lambda out: _build(Path(checkpoint), architecture, recipe, out))
 
 
@@ -142,4 +142,4 @@ def _build(checkpoint: Path, architecture: str, recipe: Format, out: Path) -> No
                 and not (out / source.name).exists():
             shutil.copy2(source, out / source.name)
     (out / MARKER).write_text(json.dumps({"format": asdict(recipe), "quantized": targets,
-                                          "packages": _versions()}, indent=1) + "\n")
+                                          "packages": _code()}, indent=1) + "\n")

@@ -39,7 +39,8 @@ config and processor classes through): part of every checkpoint's key, so editin
 BUILDER_HASH = hashlib.sha256(b"".join(p.read_bytes() for p in BUILDER_CODE)).hexdigest()[:12]
 BUILD_PACKAGES = ("vllm", "transformers", "tokenizers", "torch")
 """The packages a build uses: vLLM's config and processor classes, transformers' ones, the
-tokenizer trainer, the weights' random draws. A venv of other versions gets its own checkpoints."""
+tokenizer trainer, the weights' random draws. Other code under them (another release, a patched
+install, vLLM's CPU build) gets its own checkpoints."""
 SPECIAL_TOKEN = re.compile(r"<\|[^<>]+?\|>|<[^<>\s]+?>|\[[A-Z_]+\]|<｜[^<>]+?｜>")
 
 # Generic shrinking: every (sub-)config gets these where it has the key.
@@ -107,10 +108,11 @@ def special_tokens_of(spec: FamilySpec, variant: Variant, recipe: Recipe) -> lis
     return list(dict.fromkeys(found))
 
 
-def build_versions() -> dict[str, str | None]:
-    from vlcheck.checkpoints.derived import package_versions
+def build_code() -> dict[str, str]:
+    """The digest of each build package's installed code."""
+    from vlcheck.checkpoints.derived import package_code
 
-    return package_versions(*BUILD_PACKAGES)
+    return package_code(*BUILD_PACKAGES)
 
 
 def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool, heads: int | None = None,
@@ -118,7 +120,7 @@ def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: b
     """Every input of the build: the builder's code, the packages it uses, the recipe, the tokens
     the spec's prompts need, the model's remote code, the weights' initialisation, the head count
     and the layer-pattern build's window."""
-    content = {"builder": BUILDER_HASH, "packages": build_versions(),
+    content = {"builder": BUILDER_HASH, "packages": build_code(),
                "architecture": variant.architecture,
                # the confusable build's own recipe holds its overrides: the table itself is no input of either build
                "recipe": {k: v for k, v in recipe.__dict__.items() if k != "confusable"},

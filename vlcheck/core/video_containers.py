@@ -37,8 +37,8 @@ FRAMES = 48
 FPS = 12
 BITS = 8
 DARK, LIGHT = 16, 235
-WRITER_VERSION = 1
-"""Bump when the writer's output changes for the same parameters (the cache key)."""
+WRITER_CODE = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+"""This module (the writer) as part of the cache key: an edit to it writes the containers again."""
 
 
 class ContainersUnavailable(RuntimeError):
@@ -134,8 +134,14 @@ def frame_index(frame) -> int | None:
 
 def cache_key(spec: ContainerSpec) -> str:
     av = _av()
-    fields = {"spec": repr(spec), "frames": FRAMES, "size": [WIDTH, HEIGHT], "fps": FPS, "writer": WRITER_VERSION,
-              "av": av.__version__, "ffmpeg": sorted(av.library_versions.items())}
+    from vlcheck.core import installed_code
+
+    # PyAV's code by content; the FFmpeg a wheel bundles lies beside it (av.libs), each library's file named
+    # with a hash of its content by the wheel's repair tool; a system FFmpeg is named by its versions
+    bundled = Path(av.__file__).parent.parent / "av.libs"
+    fields = {"spec": repr(spec), "frames": FRAMES, "size": [WIDTH, HEIGHT], "fps": FPS, "writer": WRITER_CODE,
+              "av": installed_code.identity("av").digest, "ffmpeg": sorted(av.library_versions.items()),
+              "ffmpeg_files": sorted(p.name for p in bundled.glob("*")) if bundled.is_dir() else []}
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
