@@ -23,13 +23,14 @@ PROCESSOR = "inserted by the processor"
 
 def typed_placeholder(variant: Variant, modality: str) -> str:
     """What a user would type: the example's placeholder text, or for prompts the chat template
-    renders, the placeholder vLLM's chat API writes for the model."""
+    renders and for a template that writes the audio or video token itself (`implicit`), the
+    placeholder vLLM's chat API writes for the model."""
     text = variant.modalities[modality].render(1)
-    if not text and variant.prompt.template is None:
+    if not text and (variant.prompt.template is None or modality != "image"):
         from vlcheck import adapter
 
         text = adapter.takes_modality(adapter.load_model_class(variant.architecture), modality)[1] or ""
-    return text or "<image>"
+    return text or f"<{modality}>"
 
 
 def hostile_question(variant: Variant, modality: str) -> str:

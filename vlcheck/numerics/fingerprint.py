@@ -7,7 +7,7 @@ tensor, where the token counts of the processor check stay the same.
 
 from __future__ import annotations
 
-from vlcheck.core.results import CheckResult, Status, from_exception
+from vlcheck.core.results import CheckResult, Status, from_exception, message_head, raised_by
 from vlcheck.prompt.render import default_questions
 from vlcheck.prompt.requests import example_prompt, media_data
 from vlcheck.spec.schema import FamilySpec, Variant
@@ -47,18 +47,27 @@ def describe(tensor) -> str:
         f" values {tensor.flatten().tolist()}" if tensor.numel() <= 8 else "")
 
 
-def fingerprint_lines(spec: FamilySpec, variant: Variant, processor) -> list[str]:
-    """One line per tensor of every request shape: `image x1 [0] pixel_values: (256, 1176) float32 ...`."""
+def fingerprint_lines(spec: FamilySpec, variant: Variant, processor) -> tuple[list[str], list[str]]:
+    """One line per tensor of every request shape (`image x1 [0] pixel_values: (256, 1176) float32 ...`),
+    and the shapes vLLM's processor refused, each as its line (`audio x2: vllm raised ...`): one refused
+    count leaves the others' fingerprints standing."""
     from vlcheck.adapter import numerics
 
-    lines = []
+    lines, refused = [], []
     for modality, count in shapes(variant):
         prompt = example_prompt(spec, variant, modality, default_questions(variant, modality)[0], count)
-        out = numerics.processor_outputs(processor, prompt, {modality: media_data(variant, modality, count)})
+        try:
+            out = numerics.processor_outputs(processor, prompt, {modality: media_data(variant, modality, count)})
+        except Exception as err:  # noqa: BLE001 - vLLM refusing a shape is a finding; vlcheck's crash is not
+            if raised_by(err) == "vlcheck":
+                raise
+            refused.append(f"{modality} x{count}: {raised_by(err)} raised {type(err).__name__}: {message_head(err)}")
+            lines.append(refused[-1])
+            continue
         lines.append(f"{modality} x{count}: {len(out['prompt_token_ids'])} prompt tokens")
         for (m, index, key), value in sorted(out["tensors"].items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
             lines += [f"  {m}[{index}] {name}: {describe(tensor)}" for name, tensor in _named(key, value)]
-    return lines
+    return lines, refused
 
 
 def _named(key: str, value) -> list[tuple[str, object]]:
@@ -90,7 +99,7 @@ def fingerprints_check(spec: FamilySpec, variant: Variant) -> CheckResult:
     try:
         # float32: the values as the processor computes them (an engine casts them to its dtype after)
         processor = adapter.create_processor(str(local), {**variant_engine_args(variant), "dtype": "float32"})
-        lines = fingerprint_lines(spec, variant, processor)
+        lines, refused = fingerprint_lines(spec, variant, processor)
     except ImportError as err:
         return CheckResult(spec.name, "fingerprints", Status.SKIP,
                            f"{where} {spec.name}: its processor needs a package that is not installed: {err}")
@@ -98,6 +107,8 @@ def fingerprints_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         return template_unavailable(spec, "fingerprints", variant, err)
     except Exception as err:  # noqa: BLE001 - vLLM rejecting the request fails; vlcheck's crash is an error
         return from_exception(spec.name, "fingerprints", err, where)
+    data = {f"{variant.kind}.fingerprints": lines}
+    if refused:
+        return CheckResult(spec.name, "fingerprints", Status.FAIL, f"{where} {refused[0]}", details=refused, data=data)
     tensors = sum(line.startswith("  ") for line in lines)
-    return CheckResult(spec.name, "fingerprints", Status.PASS, f"{where} {tensors} tensor(s) fingerprinted",
-                       data={f"{variant.kind}.fingerprints": lines})
+    return CheckResult(spec.name, "fingerprints", Status.PASS, f"{where} {tensors} tensor(s) fingerprinted", data=data)
