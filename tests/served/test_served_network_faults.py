@@ -1,5 +1,5 @@
 """A real network's faults, per family-config, against its running render server: the example's
-image (and video) fetched over http from a loopback media server that is slow, redirects, mislabels
+image (video, audio) fetched over http from a loopback media server that is slow, redirects, mislabels
 its content type, misses the file or cuts it short (`vlcheck/served/network_faults.py`). Each gets
 the answer the same file gets as a data URL (the same tokens and item hashes) or a 4xx, never a 5xx
 (unless declared server-wide for these versions) or a hang. The table is snapshotted per
@@ -16,6 +16,7 @@ from vlcheck.served.render import served_record
 from vlcheck.spec.registry import all_families
 
 
+@pytest.mark.sends("image", "video", "audio")
 def test_served_network_faults(family, variant, family_snapshot, request):
     result = measured(request, "served", family, variant)  # the served check sends them (or the store has them)
     stored = result.data.get(f"{variant.kind}.served_network_fault_lines")

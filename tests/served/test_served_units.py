@@ -216,3 +216,24 @@ def test_engine_server_start_retries_a_lost_port_race(monkeypatch, tmp_path):
     with pytest.raises(ServerFailed):
         engine_server.start("gpu", {}, None)
     assert started == [41003]
+
+
+def test_a_served_declaration_excuses_only_the_problem_lines_it_names():
+    """The engine tier's served tests write their problems in the render server check's words and hold
+    them to the family-config's `served` declaration: every line named, or none excused."""
+    import dataclasses
+
+    from vlcheck.served.checks import declared_for, known_uuid_rejected
+
+    audio = next(v for v in get_family("qwen2_5_omni").variants if v.kind == "audio")
+    rejected = known_uuid_rejected(500, "Expected code to be unreachable, but got: None")
+    assert rejected.startswith("uuid: empty parts with known uuids rejected: 500")
+    declared = audio.deviation("served")
+    if declared is None:
+        pytest.skip("qwen2_5_omni [audio]'s served declaration does not apply to these versions")
+    assert declared_for(audio, [rejected]) is declared
+    assert declared_for(audio, [rejected, "media fault 'audio: served as is': another answer (...)"]) is None
+    assert declared_for(audio, []) is None
+    unnamed = dataclasses.replace(declared, findings=())
+    blanket = dataclasses.replace(audio, deviations={**audio.deviations, "served": unnamed})
+    assert blanket.deviation("served") is unnamed and declared_for(blanket, [rejected]) is None

@@ -80,23 +80,42 @@ def contract_problems(record: ServedRecord) -> list[str]:
         if not uuid.same_tokens_as_plain:
             problems.append("uuid: the request with uuids renders other tokens than without")
         if not uuid.empty_known.ok:
-            problems.append(f"uuid: empty parts with known uuids rejected: {uuid.empty_known.status} "
-                            f"{uuid.empty_known.message[:200]}")
+            problems.append(known_uuid_rejected(uuid.empty_known.status, uuid.empty_known.message))
         elif not uuid.empty_known_same_tokens:
             problems.append("uuid: empty parts with known uuids render other tokens than the items themselves")
         if uuid.empty_unknown.status is None or not 400 <= uuid.empty_unknown.status < 500:
             problems.append(f"uuid: an empty part with an unknown uuid got {uuid.empty_unknown.status} "
                             f"{uuid.empty_unknown.message[:200]} (expected a 4xx)")
-    for outcome in record.bad_requests:
-        if outcome.failure:
-            problems.append(f"bad request {outcome.case!r}: {outcome.failure} ({outcome.summary[:200]})")
-    for outcome in record.network_faults:
-        if outcome.failure:
-            problems.append(f"media fault {outcome.case!r}: {outcome.failure} ({outcome.summary[:200]})")
+    problems += [bad_request_problem(o) for o in record.bad_requests if o.failure]
+    problems += [media_fault_problem(o) for o in record.network_faults if o.failure]
     for outcome in record.containers:
         if outcome.failure:
             problems.append(f"video container {outcome.container}: {outcome.failure} ({outcome.summary[:200]})")
     return problems
+
+
+def known_uuid_rejected(status: int | None, message: str) -> str:
+    """A served problem line, in the words every runner writes it (the render server's check and the
+    engine tier's served tests): a family's `served` declaration names them as findings."""
+    return f"uuid: empty parts with known uuids rejected: {status} {message[:200]}"
+
+
+def bad_request_problem(outcome) -> str:
+    return f"bad request {outcome.case!r}: {outcome.failure} ({outcome.summary[:200]})"
+
+
+def media_fault_problem(outcome) -> str:
+    return f"media fault {outcome.case!r}: {outcome.failure} ({outcome.summary[:200]})"
+
+
+def declared_for(variant: Variant, problems: list[str]):
+    """The family-config's `served` declaration where it names every problem line as a finding (a
+    declaration naming no findings excuses no single line: it speaks of the render server's whole
+    check), else None."""
+    declared = variant.deviation("served")
+    if declared is not None and declared.findings and problems and all(declared.covers_finding(p) for p in problems):
+        return declared
+    return None
 
 
 def document(record: ServedRecord) -> list[str]:

@@ -8,8 +8,8 @@ fault leaves nothing to serve, with a 4xx. A 5xx, no answer, another answer, or 
 valid request (sent after every fault not answered rightly) renders otherwise fails. Each outcome also says how often the media server was asked
 for the file: a case vLLM never fetched proves nothing and says so.
 
-Images go as the example's PNG; videos as an mp4 (H.264) file from `core/video_containers`, fetched
-by the server's default video loader.
+Images go as the example's PNG, audio as its clip in a WAV file; videos as an mp4 (H.264) file from
+`core/video_containers`, fetched by the server's default video loader.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any, Callable
 from vlcheck.served.bad_requests import Outcome, normalized
 from vlcheck.served.client import Reply
 from vlcheck.served.media_server import MediaServer, Route
-from vlcheck.served.requests import bytes_data_url, items, png_bytes
-from vlcheck.spec.schema import Declaration, Variant
+from vlcheck.served.requests import bytes_data_url, items, png_bytes, wav_bytes
+from vlcheck.spec.schema import MODALITIES, Declaration, Variant
 
 SLOW_S = 0.5
 """The slow origin's delay before it answers: well inside every fetch timeout vLLM has (5 s for images,
@@ -47,7 +47,7 @@ ORIGIN_404_500 = Declaration(
     reason="vLLM 0.24.0 answers 500 when the media URL's origin answers 404: aiohttp's ClientResponseError "
            "(\"404, message='Not Found'\") is not turned into a 4xx. vLLM 0.33.0 answers 422 (\"Failed to fetch media "
            "from URL: HTTP 404 error\": vllm/multimodal/media/connector.py _wrap_media_fetch_error). Measured on "
-           "127.0.0.1 with the render server, image and video, 2026-11-29",
+           "127.0.0.1 with the render server, image and video, 2026-11-29; audio alike, 2026-11-30 (0.33.0's message names 'image_url' for an audio_url part)",
     vllm="==0.24.0", transformers=">=5.16.1,<=5.20.2")
 
 CUT_BODY_500 = Declaration(
@@ -55,7 +55,7 @@ CUT_BODY_500 = Declaration(
            "ClientPayloadError (\"Response payload is not completed: <ContentLengthError: 400, message='Not enough "
            "data to satisfy content length header ...'>\") is a connection error, which 0.33.0's "
            "_wrap_media_fetch_error leaves as-is 'to allow retry logic' and its error handler answers as 500. "
-           "Measured on vLLM 0.24.0 and 0.33.0, image and video, 2026-11-29",
+           "Measured on vLLM 0.24.0 and 0.33.0, image and video, 2026-11-29; audio alike, 2026-11-30",
     vllm=">=0.24.0,<=0.33.0", transformers=">=5.16.1,<=5.20.2")
 
 STALL_500 = Declaration(
@@ -86,10 +86,12 @@ def stall_fault(stall_s: float) -> Fault:
 
 
 def media_file(variant: Variant, modality: str) -> tuple[bytes, str]:
-    """The bytes and MIME type of the example's first item as a file: the PNG the data URL carries,
-    or an mp4 for a video (frames cannot travel over http as vLLM's `video/jpeg` list)."""
+    """The bytes and MIME type of the example's first item as a file: the PNG or WAV the data URL
+    carries, or an mp4 for a video (frames cannot travel over http as vLLM's `video/jpeg` list)."""
     if modality == "image":
         return png_bytes(items(variant, modality, 1)[0]), "image/png"
+    if modality == "audio":
+        return wav_bytes(*items(variant, modality, 1)[0]), "audio/wav"
     from vlcheck.core.video_containers import CONTAINERS, container
 
     made = container(next(c for c in CONTAINERS if c.name == "mp4_h264"))
@@ -150,7 +152,7 @@ def _judged(fault: Fault, reply: Reply, right: Any, fetches: int, versions: tupl
 
 def run_faults(send: Send, variant: Variant, faults: tuple[Fault, ...] = FAULTS,
                same: Callable[[Reply], Any] = fingerprint) -> list[FaultOutcome]:
-    """Every fault against a running server, for each of the variant's image and video modalities
+    """Every fault against a running server, for each modality the variant takes
     (`send(url, modality, timeout_s)`). The right answer is the same file as a data URL; after each
     fault that data URL is sent again and must answer as before."""
     from vlcheck.served.bad_requests import _versions
@@ -159,7 +161,7 @@ def run_faults(send: Send, variant: Variant, faults: tuple[Fault, ...] = FAULTS,
     outcomes = []
     from vlcheck.core.video_containers import ContainersUnavailable
 
-    for modality in [m for m in ("image", "video") if m in variant.modalities]:
+    for modality in [m for m in MODALITIES if m in variant.modalities]:
         try:
             data, mime = media_file(variant, modality)
         except ContainersUnavailable as err:
