@@ -12,11 +12,12 @@ classes and names file and field on any error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 MODALITIES: tuple[str, ...] = ("image", "video", "audio")
-KINDS: tuple[str, ...] = ("single", "multi_image", "audio")
+Kind = Literal["single", "multi_image", "audio"]
 """The variants a spec may have (`Variant.kind`): the example script each follows."""
+KINDS: tuple[str, ...] = get_args(Kind)
 CHECKS: tuple[str, ...] = ("engine_args", "architecture", "template", "stops", "processor", "generation", "golden", "cache",
                            "reference", "vllm_reference", "placement", "tiling", "confusable", "served", "video_loaders", "cpu_engine",
                            "defaults", "defaults_v2", "chunked", "prefix", "load", "long", "video_file", "confusable_build",
@@ -277,7 +278,7 @@ def _applying(declaration: Declaration | None) -> Declaration | None:
 class Variant:
     """One example function: everything it decides for a request."""
 
-    kind: Literal["single", "multi_image", "audio"]
+    kind: Kind
     source: Source | None
     """The vLLM example this variant describes; None for a user's own model (no example to
     compare with: the `spec` check then only loads it)."""
