@@ -23,3 +23,17 @@ def test_clips_differ_by_index_and_keep_their_length():
     first, second = media.audio(0), media.audio(1)
     assert first[1] == second[1] == media.AUDIO_RATE and len(first[0]) == int(1.5 * media.AUDIO_RATE)
     assert (first[0] != second[0]).any()
+
+
+def test_without_pyav_audio_is_unsendable_and_says_why(monkeypatch):
+    """A GPU runner's bundle installed vlcheck with --no-deps and no PyAV: the engine tier's served audio
+    tests then crashed on `import av` (10 of qwen2_5_omni-audio's, an H200, 2026-11-30); they skip saying why."""
+    import sys
+
+    from vlcheck.served.requests import unsendable
+
+    assert unsendable("audio") is None and unsendable("image") is None
+    monkeypatch.setitem(sys.modules, "av", None)
+    why = unsendable("audio")
+    assert why is not None and "PyAV" in why and "pip install av" in why
+    assert unsendable("image") is None and unsendable("video") is None

@@ -63,6 +63,20 @@ def wav_bytes(samples, rate: int) -> bytes:
     return buf.getvalue()
 
 
+def unsendable(modality: str) -> str | None:
+    """Why this install cannot send `modality` over the API, or None: audio goes as a WAV that PyAV
+    writes (a dependency of vlcheck; an install made with --no-deps, as a GPU runner's bundle may be,
+    can lack it), and PyAV is also one of the two libraries vLLM decodes it with."""
+    if modality != "audio":
+        return None
+    try:
+        import av  # noqa: F401
+    except ImportError as err:
+        return (f"audio goes over the API as a WAV file written with PyAV, which this install lacks ({err}): "
+                "install vlcheck with its dependencies (`pip install vlcheck`, or `pip install av`)")
+    return None
+
+
 def data_url(modality: str, item: Any) -> str:
     if modality == "image":
         return png_data_url(item)

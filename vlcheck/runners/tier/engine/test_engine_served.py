@@ -44,7 +44,7 @@ from vlcheck.engine.engine_server import SERVED_NAME, metric
 from vlcheck.engine.served_answer import as_golden
 from vlcheck.prompt.render import default_questions
 from vlcheck.served.checks import bad_request_problem, declared_for, known_uuid_rejected, media_fault_problem
-from vlcheck.served.requests import chat_messages, data_url, items
+from vlcheck.served.requests import chat_messages, data_url, items, unsendable
 
 pytestmark = [pytest.mark.engine, pytest.mark.sends("image", "video", "audio")]  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
@@ -77,6 +77,15 @@ def _fail_unless_declared(family, variant, problems: list[str], headline: str) -
     if declared is not None:
         pytest.xfail(f"declared deviation (served, {declared.scope}): {declared.reason[:300]} ({'; '.join(problems)[:300]})")
     pytest.fail(f"{family.name} [{variant.kind}] {headline}:\n" + "\n".join(problems), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _sendable(family, variant):
+    """Every test here sends the example's media over the API: where this install cannot (audio
+    without PyAV), each skips saying so before a server starts."""
+    why = unsendable(variant.primary_modality)
+    if why is not None:
+        pytest.skip(f"{family.name} [{variant.kind}]: {why}")
 
 
 # --- requests --------------------------------------------------------------------------------------
