@@ -7,7 +7,7 @@ tensor, where the token counts of the processor check stay the same.
 
 from __future__ import annotations
 
-from vlcheck.core.results import CheckResult, Status, from_exception, message_head, raised_by
+from vlcheck.core.results import CheckResult, Status, frames_of, from_exception, message_head, raised_by
 from vlcheck.prompt.render import default_questions
 from vlcheck.prompt.requests import example_prompt, media_data
 from vlcheck.spec.schema import FamilySpec, Variant
@@ -47,10 +47,10 @@ def describe(tensor) -> str:
         f" values {tensor.flatten().tolist()}" if tensor.numel() <= 8 else "")
 
 
-def fingerprint_lines(spec: FamilySpec, variant: Variant, processor) -> tuple[list[str], list[str]]:
-    """One line per tensor of every request shape (`image x1 [0] pixel_values: (256, 1176) float32 ...`),
-    and the shapes vLLM's processor refused, each as its line (`audio x2: vllm raised ...`): one refused
-    count leaves the others' fingerprints standing."""
+def fingerprint_lines(spec: FamilySpec, variant: Variant, processor) -> tuple[list[str], list[tuple[str, BaseException]]]:
+    """One line per tensor of every request shape (`image x1 [0] pixel_values: (256, 1176) float32 ...`,
+    or `audio x2: vllm raised ...` for a shape vLLM's processor refused), and the refusals (line, error):
+    one refused count leaves the others' fingerprints standing."""
     from vlcheck.adapter import numerics
 
     lines, refused = [], []
@@ -61,8 +61,8 @@ def fingerprint_lines(spec: FamilySpec, variant: Variant, processor) -> tuple[li
         except Exception as err:  # noqa: BLE001 - vLLM refusing a shape is a finding; vlcheck's crash is not
             if raised_by(err) == "vlcheck":
                 raise
-            refused.append(f"{modality} x{count}: {raised_by(err)} raised {type(err).__name__}: {message_head(err)}")
-            lines.append(refused[-1])
+            refused.append((f"{modality} x{count}: {raised_by(err)} raised {type(err).__name__}: {message_head(err)}", err))
+            lines.append(refused[-1][0])
             continue
         lines.append(f"{modality} x{count}: {len(out['prompt_token_ids'])} prompt tokens")
         for (m, index, key), value in sorted(out["tensors"].items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
@@ -109,6 +109,8 @@ def fingerprints_check(spec: FamilySpec, variant: Variant) -> CheckResult:
         return from_exception(spec.name, "fingerprints", err, where)
     data = {f"{variant.kind}.fingerprints": lines}
     if refused:
-        return CheckResult(spec.name, "fingerprints", Status.FAIL, f"{where} {refused[0]}", details=refused, data=data)
+        problems = [line for line, _ in refused]
+        return CheckResult(spec.name, "fingerprints", Status.FAIL, f"{where} {problems[0]}", details=problems, data=data,
+                           frames=frames_of(refused[0][1]))
     tensors = sum(line.startswith("  ") for line in lines)
     return CheckResult(spec.name, "fingerprints", Status.PASS, f"{where} {tensors} tensor(s) fingerprinted", data=data)
