@@ -30,9 +30,7 @@ A test that fails because the server's engine died ends as the death's outcome
 
 from __future__ import annotations
 
-import base64
 import functools
-import io
 import json
 from concurrent.futures import ThreadPoolExecutor
 
@@ -44,7 +42,7 @@ from vlcheck.engine.engine_server import SERVED_NAME, metric
 from vlcheck.engine.served_answer import as_golden
 from vlcheck.prompt.render import default_questions
 from vlcheck.served.checks import bad_request_problem, declared_for, known_uuid_rejected, media_fault_problem
-from vlcheck.served.requests import chat_messages, data_url, items, unsendable
+from vlcheck.served.requests import chat_messages, data_url, items, png_data_url, unsendable
 
 pytestmark = [pytest.mark.engine, pytest.mark.sends("image", "video", "audio")]  # on GPUs (gpu) and on vLLM's CPU build (cpu_engine): the pytest plugin
 
@@ -90,25 +88,14 @@ def _sendable(family, variant):
 
 # --- requests --------------------------------------------------------------------------------------
 
-def _image_url(index: int) -> str:
-    buf = io.BytesIO()
-    media.image(index, media.IMAGE_SIZES[0]).save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
-def _image_messages(variant, first_image: int) -> list[dict]:
-    """The example's images (one, or two for multi_image) as `image_url` data URLs, and its question."""
-    count = 1 if variant.kind == "single" else 2
-    parts = [{"type": "image_url", "image_url": {"url": _image_url(first_image + i)}} for i in range(count)]
-    return [{"role": "user", "content": [*parts, {"type": "text", "text": default_questions(variant, "image")[0]}]}]
-
-
 def _example_messages(variant, first: int) -> tuple[list[dict], int]:
-    """(messages, items): the example's images as `_image_messages` sends them, else one item of its
-    primary modality (an audio example's clip) in the example's own request."""
-    if "image" in variant.modalities:
-        return _image_messages(variant, first), 1 if variant.kind == "single" else 2
-    return _messages(variant, first), 1
+    """(messages, items): the example's images (one, or two for multi_image; media.image(first), ...)
+    in the example's own request, else one item of its primary modality (an audio example's clip)."""
+    if "image" not in variant.modalities:
+        return _messages(variant, first), 1
+    count = 1 if variant.kind == "single" else 2
+    urls = [png_data_url(media.image(first + i, media.IMAGE_SIZES[0])) for i in range(count)]
+    return chat_messages(variant, "image", default_questions(variant, "image")[0], count, None, urls), count
 
 
 def _messages(variant, index: int = 0, uuid: str | None = None, empty: bool = False) -> list[dict]:
@@ -277,7 +264,7 @@ def test_concurrent_requests_stay_apart(family, variant, engine_server, engine_s
         # minicpmv and ovis served on an H100: every image gave the same uniform logprobs (-6.7979 each)
         pytest.skip(f"{family.name}: different images cannot give different answers: {DUMMY_WEIGHTS_NOTE}")
     if "image" in variant.modalities:
-        conversations = [_image_messages(variant, 60 + 3 * i) for i in range(CONCURRENT)]
+        conversations = [_example_messages(variant, 60 + 3 * i)[0] for i in range(CONCURRENT)]
     else:
         conversations = [_messages(variant, i) for i in range(CONCURRENT)]
     alone = [as_golden(_chat(server, m)) for m in conversations]
