@@ -179,3 +179,49 @@ def test_an_engine_cells_frames_come_from_the_library_that_raised_never_from_the
     assert isinstance(found, ValueError) and str(found) == "is not a multimodal model"
     error = KeyError("vlcheck's own bug")
     assert library_exception(error) is error
+
+
+class _Variant:
+    kind = "single"
+
+    def __init__(self, declarations):
+        self.declarations = declarations
+
+    def deviation(self, check):
+        return self.declarations.get(check)
+
+
+class _NeverStarts:
+    def __init__(self, message):
+        self.message, self.dtypes = message, []
+
+    def get(self, family, variant, weights_mode, platform, **args):
+        from vlcheck.engine.engines import EngineUnavailable
+
+        self.dtypes.append(args.get("dtype"))
+        raise EngineUnavailable(f"{args.get('dtype')} engine: {self.message}", skip=False)
+
+
+@pytest.mark.parametrize(("findings", "message", "tried", "outcome"), [
+    (["USE_FP64_GUMBEL"], "TypeError: unexpected keyword argument 'USE_FP64_GUMBEL'", ["float32"], "xfail"),
+    (["USE_FP64_GUMBEL"], "float32 is not supported by this kernel", ["float32", "bfloat16"], "fail"),
+    ([], "TypeError: unexpected keyword argument 'USE_FP64_GUMBEL'", ["float32", "bfloat16"], "xfail"),
+])
+def test_a_start_failure_the_configuration_declares_is_not_tried_again_in_bfloat16(monkeypatch, findings, message,
+                                                                                    tried, outcome):
+    """A configuration's engine that fails to start as its declaration names (a finding it lists) is the
+    declared xfail at once; another failure, or a declaration naming no finding, still tries bfloat16."""
+    from types import SimpleNamespace
+
+    from vlcheck.engine import engines as engine_module
+    from vlcheck.runners import plugin_fixtures
+
+    monkeypatch.setattr(engine_module, "platform_unavailable", lambda platform: None)
+    monkeypatch.setattr(plugin_fixtures, "_skip_without_example_prompts", lambda family, variant: None)
+    engines = _NeverStarts(message)
+    variant = _Variant({"spec_ngram": Declaration("measured", "==0.24.0", "==5.16.1", findings=tuple(findings))})
+    expected = {"xfail": pytest.xfail.Exception, "fail": pytest.fail.Exception}[outcome]
+    with pytest.raises(expected):
+        plugin_fixtures.start_engine(SimpleNamespace(name="qwen2_vl"), variant, engines, "seeded", request=None,
+                                     dtypes=("float32", "bfloat16"), platform="cpu", declared_as="spec_ngram")
+    assert engines.dtypes == tried
