@@ -14,15 +14,36 @@ def _key(spec=None, **kw):
     return synthetic._content_hash(spec, spec.single, spec.synthetic, **{"weights": False, **kw})
 
 
-def test_the_code_of_each_package_the_build_uses_changes_the_key(monkeypatch):
+@pytest.mark.parametrize(("name", "packages"), [
+    ("dots_ocr", {"vllm", "transformers", "tokenizers", "torch"}),  # its recipe names vLLM's DotsOCRConfig
+    ("llava", {"transformers", "tokenizers", "torch"}),  # transformers' classes only
+])
+def test_the_code_of_each_package_the_build_uses_changes_the_key(monkeypatch, name, packages):
+    """And only those: a build that runs none of vLLM's code is the same under vLLM's CPU build and its CUDA
+    wheel (the reference's CPU engine tier takes its CPU tier's checkpoints)."""
     from vlcheck.core import installed_code
 
-    base, installed = _key(), synthetic.build_code()
+    spec = get_family(name)
+    base, installed = _key(spec), synthetic.build_code()
     assert set(installed) == {"vllm", "transformers", "tokenizers", "torch"}
     assert installed == {p: installed_code.identity(p).digest for p in installed} and installed["vllm"] != "absent"
     for package in installed:
-        monkeypatch.setattr(synthetic, "build_code", lambda p=package: {**installed, p: "other code"})
-        assert _key() != base, f"the checkpoint key ignores the code of {package}"
+        monkeypatch.setattr(synthetic, "build_code", lambda wanted, p=package: {
+            name: "other code" if name == p else installed[name] for name in wanted})
+        assert (_key(spec) != base) == (package in packages), f"{name}: the key and the code of {package}"
+
+
+def test_a_build_uses_vllm_where_a_class_it_takes_is_vllms(monkeypatch):
+    from vlcheck.adapter import configs
+
+    llava = get_family("llava").synthetic
+    assert not synthetic.uses_vllm(llava, None)
+    named = dataclasses.replace(llava, processor_class="vllm.transformers_utils.processors.ovis.OvisProcessor")
+    assert synthetic.uses_vllm(named, None)
+    # vLLM registers config classes it has loaded with transformers' AutoConfig: found there, still vLLM's
+    registered = type("RegisteredConfig", (), {"__module__": "vllm.transformers_utils.configs.registered"})
+    monkeypatch.setattr(configs, "transformers_config_class", lambda model_type: registered)
+    assert synthetic.uses_vllm(llava, None)
 
 
 def test_a_version_string_is_no_part_of_the_key(monkeypatch):

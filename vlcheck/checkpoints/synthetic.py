@@ -38,9 +38,11 @@ BUILDER_CODE = (_HERE / "synthetic.py", _HERE / "remote_code.py", _HERE / "seede
 config and processor classes through): part of every checkpoint's key, so editing it rebuilds."""
 BUILDER_HASH = hashlib.sha256(b"".join(p.read_bytes() for p in BUILDER_CODE)).hexdigest()[:12]
 BUILD_PACKAGES = ("vllm", "transformers", "tokenizers", "torch")
-"""The packages a build uses: vLLM's config and processor classes, transformers' ones, the
-tokenizer trainer, the weights' random draws. Other code under them (another release, a patched
-install, vLLM's CPU build) gets its own checkpoints."""
+"""The packages a build may use: vLLM's config and processor classes (`uses_vllm`), transformers'
+ones, the tokenizer trainer, the weights' random draws. Other code under the ones it uses (another
+release, a patched install) gets its own checkpoints; a build that reads none of vLLM's code is
+the same build under vLLM's CPU build and its CUDA wheel (the reference's CPU engine tier and its
+CPU tier: one build each, instead of two)."""
 SPECIAL_TOKEN = re.compile(r"<\|[^<>]+?\|>|<[^<>\s]+?>|\[[A-Z_]+\]|<｜[^<>]+?｜>")
 
 # Generic shrinking: every (sub-)config gets these where it has the key.
@@ -108,11 +110,36 @@ def special_tokens_of(spec: FamilySpec, variant: Variant, recipe: Recipe) -> lis
     return list(dict.fromkeys(found))
 
 
-def build_code() -> dict[str, str]:
+def build_code(packages: tuple[str, ...] = BUILD_PACKAGES) -> dict[str, str]:
     """The digest of each build package's installed code."""
     from vlcheck.checkpoints.derived import package_code
 
-    return package_code(*BUILD_PACKAGES)
+    return package_code(*packages)
+
+
+def uses_vllm(recipe: Recipe, code: RemoteCode | None) -> bool:
+    """Whether building `recipe` runs any of vLLM's code: a class it names by a `vllm.` import path (a
+    config, processor or remote-code class), or vLLM's config class for a model_type that transformers
+    lacks and nothing else defines (`_base_config`; vLLM registers some of its config classes with
+    transformers' AutoConfig once it has loaded them, so the class found there is asked where it lives)."""
+    from vlcheck.adapter.configs import transformers_config_class, vllm_config_class
+
+    if _names_vllm(recipe.__dict__):
+        return True
+    if code is not None or recipe.config_class:
+        return False
+    config_cls = transformers_config_class(recipe.model_type) or vllm_config_class(recipe.model_type)
+    return config_cls is not None and config_cls.__module__.split(".")[0] == "vllm"
+
+
+def _names_vllm(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.startswith("vllm.")
+    if isinstance(value, dict):
+        return any(_names_vllm(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_names_vllm(v) for v in value)
+    return _names_vllm(value.__dict__) if hasattr(value, "__dataclass_fields__") else False
 
 
 def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: bool, heads: int | None = None,
@@ -120,7 +147,8 @@ def _content_hash(spec: FamilySpec, variant: Variant, recipe: Recipe, weights: b
     """Every input of the build: the builder's code, the packages it uses, the recipe, the tokens
     the spec's prompts need, the model's remote code, the weights' initialisation, the head count
     and the layer-pattern build's window."""
-    content = {"builder": BUILDER_HASH, "packages": build_code(),
+    packages = tuple(p for p in BUILD_PACKAGES if p != "vllm" or uses_vllm(recipe, code))
+    content = {"builder": BUILDER_HASH, "packages": build_code(packages),
                "architecture": variant.architecture,
                # the confusable build's own recipe holds its overrides: the table itself is no input of either build
                "recipe": {k: v for k, v in recipe.__dict__.items() if k != "confusable"},
