@@ -29,6 +29,13 @@ def test_crash_inside_vlcheck():
     headline(None, None)
 
 
+def test_crash_after_a_line_naming_an_error():
+    expected = "a ValueError is what vLLM would raise"  # the summary quotes the crash, not this line
+    from vlcheck.runners.testing import headline
+
+    headline(expected, None)
+
+
 def test_behaviour_failure():
     assert 1 == 2, "vLLM changed"
 '''
@@ -53,7 +60,9 @@ def test_unloadable_spec_and_suite_errors_are_told_apart(tmp_path):
     assert re.search(r"qwen2_vl_no_placeholder: the spec does not load: .*qwen2_vl_no_placeholder.toml: "
                      r"single.modalities.image.placeholder: missing placeholder", out), out
     assert re.search(r"FAILED .*test_behaviour_failure", out), out
-    for name in ("test_suite_error", "test_crash_inside_vlcheck"):
+    for name in ("test_suite_error", "test_crash_inside_vlcheck", "test_crash_after_a_line_naming_an_error"):
         assert re.search(rf"VLCHECK ERROR .*{name}", out), out
-    assert "vlcheck errors: the suite's own code crashed (not a vLLM finding)" in out
-    assert re.search(r"2 failed, 1 passed, 2 errors", out), out
+    summary = out.split("vlcheck errors: the suite's own code crashed (not a vLLM finding)")[1]
+    assert re.search(r"test_crash_after_a_line_naming_an_error: AttributeError: ", summary), summary
+    assert re.search(r"test_suite_error: .*SuiteError: the adapter knows no processor API", summary), summary
+    assert re.search(r"2 failed, 1 passed, 3 errors", out), out

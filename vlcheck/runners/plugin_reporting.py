@@ -59,5 +59,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if errors:
         terminalreporter.section("vlcheck errors: the suite's own code crashed (not a vLLM finding)", red=True)
         for r in errors:
-            first = str(r.longrepr).strip().splitlines()
-            terminalreporter.line(f"{r.nodeid}: {next((l for l in first if 'Error' in l), first[-1] if first else '')[:200]}")
+            terminalreporter.line(f"{r.nodeid}: {_crash_line(r)[:200]}")
+
+
+def _crash_line(report) -> str:
+    """The exception a failed test ended with (`Type: message`), not a line of the traceback's source
+    that happens to name one (a GPU run's summary quoted the test's own source for a missing `av`)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None and crash.message:
+        return crash.message.splitlines()[0]
+    lines = str(report.longrepr).strip().splitlines()
+    return next((line[1:].strip() for line in reversed(lines) if line.startswith("E ")), lines[-1] if lines else "")
